@@ -1,0 +1,151 @@
+package format
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math/bits"
+
+	"github.com/zeebo/xxh3"
+)
+
+// index.hash layout (little-endian):
+//
+//	0   [8]byte  magic "ESHASH\x00\x01"
+//	8   uint32   version (1)
+//	12  uint32   log2 of the slot count
+//	16  uint32   series count
+//	20  uint32   CRC-32C of the slot table
+//	24  uint32   reserved (0)
+//	28  uint32   CRC-32C of bytes 0..28
+//	32  [slots]uint64 slot table
+//
+// A slot is 0 when empty, otherwise (hi32(xxh3(id)) << 32) | (row + 1).
+// Probing is linear from xxh3(id) & (slots-1). The load factor is <= 0.5,
+// so a miss ends after a short run.
+const (
+	hashMagic      = "ESHASH\x00\x01"
+	hashVersion    = 1
+	hashHeaderSize = 32
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// HashID is the hash of a series id used by index.hash.
+func HashID(id string) uint64 { return xxh3.HashString(id) }
+
+// buildHash builds the slot table for ids (sorted, unique), row i = ids[i].
+func buildHash(ids []string) []byte {
+	n := len(ids)
+	log2 := uint32(bits.Len(uint(2*n - 1)))
+	if n == 0 {
+		log2 = 1
+	}
+	if log2 < 4 {
+		log2 = 4
+	}
+	slots := uint64(1) << log2
+	mask := slots - 1
+	buf := make([]byte, hashHeaderSize+8*slots)
+	table := buf[hashHeaderSize:]
+	for row, id := range ids {
+		h := HashID(id)
+		entry := (h>>32)<<32 | uint64(row+1)
+		for i := h & mask; ; i = (i + 1) & mask {
+			if binary.LittleEndian.Uint64(table[8*i:]) == 0 {
+				binary.LittleEndian.PutUint64(table[8*i:], entry)
+				break
+			}
+		}
+	}
+	copy(buf, hashMagic)
+	binary.LittleEndian.PutUint32(buf[8:], hashVersion)
+	binary.LittleEndian.PutUint32(buf[12:], log2)
+	binary.LittleEndian.PutUint32(buf[16:], uint32(n))
+	binary.LittleEndian.PutUint32(buf[20:], crc32.Checksum(table, castagnoli))
+	binary.LittleEndian.PutUint32(buf[28:], crc32.Checksum(buf[:28], castagnoli))
+	return buf
+}
+
+// Hash is a read-only view of index.hash. It holds no copy of the table:
+// its lifetime is the lifetime of the bytes it was opened on.
+type Hash struct {
+	table []byte
+	mask  uint64
+	n     uint32
+}
+
+// OpenHash checks the header of index.hash and returns a view of its table.
+// It does not checksum the table (that is proportional to the data); Verify
+// does.
+func OpenHash(b []byte, series int) (Hash, error) {
+	const f = "index.hash"
+	if len(b) < hashHeaderSize {
+		return Hash{}, corrupt(f, 0, "file is %d bytes, shorter than its %d-byte header", len(b), hashHeaderSize)
+	}
+	if string(b[:8]) != hashMagic {
+		return Hash{}, corrupt(f, 0, "bad magic %q", b[:8])
+	}
+	if got, want := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); got != want {
+		return Hash{}, corrupt(f, 28, "header checksum %08x, want %08x", got, want)
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != hashVersion {
+		return Hash{}, corrupt(f, 8, "unsupported version %d", v)
+	}
+	log2 := binary.LittleEndian.Uint32(b[12:])
+	n := binary.LittleEndian.Uint32(b[16:])
+	if log2 > 40 {
+		return Hash{}, corrupt(f, 12, "slot count 2^%d is absurd", log2)
+	}
+	slots := uint64(1) << log2
+	if uint64(len(b)-hashHeaderSize) != 8*slots {
+		return Hash{}, corrupt(f, -1, "size %d does not match %d slots", len(b), slots)
+	}
+	if int(n) != series {
+		return Hash{}, corrupt(f, 16, "holds %d series, index has %d", n, series)
+	}
+	if uint64(n)*2 > slots {
+		return Hash{}, corrupt(f, 12, "%d series in %d slots exceeds the load factor", n, slots)
+	}
+	return Hash{table: b[hashHeaderSize:], mask: slots - 1, n: n}, nil
+}
+
+// Lookup returns the index row of id. idAt returns the id stored at an
+// index row; it is consulted only when the 32-bit hash tag matches.
+func (h Hash) Lookup(id string, idAt func(row uint32) string) (uint32, bool) {
+	if h.table == nil {
+		return 0, false
+	}
+	hv := HashID(id)
+	tag := hv >> 32
+	for i, probes := hv&h.mask, uint64(0); probes <= h.mask; i, probes = (i+1)&h.mask, probes+1 {
+		e := binary.LittleEndian.Uint64(h.table[8*i:])
+		if e == 0 {
+			return 0, false
+		}
+		if e>>32 == tag {
+			row := uint32(e) - 1
+			if row < h.n && idAt(row) == id {
+				return row, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// verifyHash checks the table checksum and that every series resolves to its
+// own row.
+func verifyHash(b []byte, ids func(row uint32) string, n int) error {
+	h, err := OpenHash(b, n)
+	if err != nil {
+		return err
+	}
+	if got, want := crc32.Checksum(h.table, castagnoli), binary.LittleEndian.Uint32(b[20:]); got != want {
+		return corrupt("index.hash", hashHeaderSize, "slot table checksum %08x, want %08x", got, want)
+	}
+	for row := uint32(0); row < uint32(n); row++ {
+		if r, ok := h.Lookup(ids(row), ids); !ok || r != row {
+			return corrupt("index.hash", -1, "series %q (row %d) does not resolve", ids(row), row)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package format
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Directory layout of one dataset:
+//
+//	<dataset>/CURRENT                 name of the snapshot in service
+//	<dataset>/snapshots/<id>/         one immutable snapshot
+//	<dataset>/snapshots/.tmp-*        a snapshot being written (swept at open)
+const (
+	CurrentFile  = "CURRENT"
+	SnapshotsDir = "snapshots"
+	TempPrefix   = ".tmp-"
+)
+
+// TempSnapshotDir returns a fresh temporary directory name under the
+// dataset's snapshots directory, creating the latter if needed. Write
+// creates the directory itself.
+func TempSnapshotDir(datasetDir string) (string, error) {
+	root := filepath.Join(datasetDir, SnapshotsDir)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	d, err := os.MkdirTemp(root, TempPrefix)
+	if err != nil {
+		return "", err
+	}
+	// Write wants to create it, so that a crashed Write leaves only a
+	// temp-named directory for the sweep.
+	if err := os.Remove(d); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+// Publish moves a finished snapshot from tmpDir to snapshots/<id> and then
+// points CURRENT at it (write temp, fsync, rename, fsync directory). If a
+// snapshot with the same id is already there (same content), tmpDir is
+// removed and CURRENT is pointed at the existing one.
+func Publish(datasetDir, tmpDir string, m *Manifest) (string, error) {
+	root := filepath.Join(datasetDir, SnapshotsDir)
+	final := filepath.Join(root, m.SnapshotID)
+	if _, err := os.Stat(final); err == nil {
+		if err := os.RemoveAll(tmpDir); err != nil {
+			return "", err
+		}
+	} else {
+		if err := os.Rename(tmpDir, final); err != nil {
+			return "", fmt.Errorf("publish snapshot: %w", err)
+		}
+		if err := SyncDir(root); err != nil {
+			return "", err
+		}
+	}
+	if err := WriteCurrent(datasetDir, m.SnapshotID); err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
+// WriteCurrent atomically replaces CURRENT with id.
+func WriteCurrent(datasetDir, id string) error {
+	tmp := filepath.Join(datasetDir, CurrentFile+".tmp")
+	if err := writeFileSync(tmp, []byte(id+"\n")); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(datasetDir, CurrentFile)); err != nil {
+		return err
+	}
+	return SyncDir(datasetDir)
+}
+
+// ReadCurrent returns the snapshot id in CURRENT.
+func ReadCurrent(datasetDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(datasetDir, CurrentFile))
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimSpace(string(b))
+	if !snapshotIDRE.MatchString(id) {
+		return "", corrupt(CurrentFile, -1, "invalid snapshot id %q", id)
+	}
+	return id, nil
+}
+
+// SweepTemp removes temporary snapshot directories left by a crash.
+func SweepTemp(datasetDir string) (int, error) {
+	root := filepath.Join(datasetDir, SnapshotsDir)
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), TempPrefix) {
+			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	os.Remove(filepath.Join(datasetDir, CurrentFile+".tmp"))
+	return n, nil
+}
+
+// Verify checks a snapshot directory completely: the manifest, every
+// file's size and SHA-256 (any flipped byte), the Arrow structure of
+// data.arrow and index.arrow, and that index.hash resolves every series.
+func Verify(dir string) (*Manifest, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := VerifyFiles(dir, m); err != nil {
+		return m, err
+	}
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+	ib, err := read(IndexFile)
+	if err != nil {
+		return m, err
+	}
+	x, err := OpenIndex(ib, m.PeriodType, m.Series)
+	if err != nil {
+		return m, err
+	}
+	defer x.Close()
+	hb, err := read(HashFile)
+	if err != nil {
+		return m, err
+	}
+	if err := verifyHash(hb, x.ID, m.Series); err != nil {
+		return m, err
+	}
+	db, err := read(DataFile)
+	if err != nil {
+		return m, err
+	}
+	d, err := OpenData(db, m.PeriodType, m.Batches)
+	if err != nil {
+		return m, err
+	}
+	defer d.Close()
+	var rows int64
+	for r := uint32(0); r < uint32(m.Series); r++ {
+		if r > 0 && !(x.ID(r-1) < x.ID(r)) {
+			return m, corrupt(IndexFile, -1, "series ids not strictly sorted at row %d", r)
+		}
+		n := x.Length[r]
+		rows += int64(n)
+		if n == 0 {
+			continue
+		}
+		b, err := d.Batch(int(x.Batch[r]))
+		if err != nil {
+			return m, err
+		}
+		if err := b.Check(x.Offset[r], n); err != nil {
+			return m, err
+		}
+		for i := x.Offset[r]; i < x.Offset[r]+n; i++ {
+			if b.Series[i] != r {
+				return m, corrupt(DataFile, -1, "row %d of batch %d belongs to series %d, index says %d", i, x.Batch[r], b.Series[i], r)
+			}
+		}
+	}
+	if rows != m.Rows {
+		return m, corrupt(IndexFile, -1, "lengths sum to %d rows, manifest says %d", rows, m.Rows)
+	}
+	return m, nil
+}

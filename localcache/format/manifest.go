@@ -1,0 +1,302 @@
+package format
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"time"
+)
+
+// Names of the files of a snapshot directory.
+const (
+	ManifestFile = "manifest.json"
+	DataFile     = "data.arrow"
+	IndexFile    = "index.arrow"
+	HashFile     = "index.hash"
+	TailFile     = "tail.parquet"
+
+	// FormatName and FormatVersion identify the snapshot format in
+	// manifest.json.
+	FormatName    = "energyscope-snapshot"
+	FormatVersion = 1
+
+	// ChunkSize is the unit of transfer and of per-chunk hashes.
+	ChunkSize = 4 << 20
+)
+
+// FileInfo describes one file of a snapshot.
+type FileInfo struct {
+	Name   string   `json:"name"`
+	Size   int64    `json:"size"`
+	SHA256 string   `json:"sha256"`
+	Chunks []string `json:"chunks"` // SHA-256 of each ChunkSize piece, in order
+}
+
+// Manifest is manifest.json. Everything in it except Created is a function
+// of the rows, so that two cooks of the same rows agree on it.
+type Manifest struct {
+	Format           string     `json:"format"`
+	Version          int        `json:"version"`
+	Dataset          string     `json:"dataset"`
+	Epoch            uint64     `json:"epoch"`
+	SnapshotID       string     `json:"snapshot_id"`
+	CoversThroughSeq uint64     `json:"covers_through_seq"`
+	Rows             int64      `json:"rows"`
+	Series           int        `json:"series"`
+	HotSeries        int        `json:"hot_series"`
+	Batches          int        `json:"batches"`
+	PeriodType       PeriodType `json:"period_type"`
+	Duplicates       int64      `json:"duplicates"`
+	Created          time.Time  `json:"created"`
+	Files            []FileInfo `json:"files"`
+}
+
+// File returns the entry for name, or nil.
+func (m *Manifest) File(name string) *FileInfo {
+	for i := range m.Files {
+		if m.Files[i].Name == name {
+			return &m.Files[i]
+		}
+	}
+	return nil
+}
+
+var (
+	datasetNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	snapshotIDRE   = regexp.MustCompile(`^e[0-9]+-s[0-9]+-[0-9a-f]{12}$`)
+	sha256RE       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	errMissingFile = errors.New("missing")
+)
+
+// ValidDatasetName reports whether name may name a dataset (it becomes a
+// directory name).
+func ValidDatasetName(name string) error {
+	if !datasetNameRE.MatchString(name) {
+		return fmt.Errorf("invalid dataset name %q: use letters, digits, '_', '-', '.' (at most 64, not starting with '.')", name)
+	}
+	return nil
+}
+
+// ParseManifest decodes and validates manifest.json.
+func ParseManifest(b []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, corrupt(ManifestFile, -1, "%v", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks the manifest's own consistency (not the files).
+func (m *Manifest) Validate() error {
+	bad := func(format string, args ...any) error { return corrupt(ManifestFile, -1, format, args...) }
+	if m.Format != FormatName {
+		return bad("format %q, want %q", m.Format, FormatName)
+	}
+	if m.Version != FormatVersion {
+		return bad("unsupported format version %d (this build reads %d)", m.Version, FormatVersion)
+	}
+	if err := ValidDatasetName(m.Dataset); err != nil {
+		return bad("%v", err)
+	}
+	if !snapshotIDRE.MatchString(m.SnapshotID) {
+		return bad("invalid snapshot id %q", m.SnapshotID)
+	}
+	if m.PeriodType != PeriodDate32 && m.PeriodType != PeriodTimestamp {
+		return bad("unknown period type %q", m.PeriodType)
+	}
+	if m.Rows < 0 || m.Series < 0 || m.HotSeries < 0 || m.HotSeries > m.Series || m.Batches < 0 {
+		return bad("negative or inconsistent counts")
+	}
+	for _, name := range []string{DataFile, IndexFile, HashFile} {
+		if m.File(name) == nil {
+			return bad("lists no %s", name)
+		}
+	}
+	for _, f := range m.Files {
+		switch f.Name {
+		case DataFile, IndexFile, HashFile, TailFile:
+		default:
+			return bad("unknown file %q", f.Name)
+		}
+		if f.Size < 0 || !sha256RE.MatchString(f.SHA256) {
+			return bad("%s: bad size or sha256", f.Name)
+		}
+		if want := (f.Size + ChunkSize - 1) / ChunkSize; int64(len(f.Chunks)) != want {
+			return bad("%s: %d chunk hashes, want %d", f.Name, len(f.Chunks), want)
+		}
+		for _, c := range f.Chunks {
+			if !sha256RE.MatchString(c) {
+				return bad("%s: bad chunk hash", f.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// ReadManifest reads dir/manifest.json and checks that every listed file
+// exists with the recorded size. It reads nothing else.
+func ReadManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, &CorruptionError{File: ManifestFile, Offset: -1, Err: errMissingFile}
+		}
+		return nil, err
+	}
+	m, err := ParseManifest(b)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range m.Files {
+		st, err := os.Stat(filepath.Join(dir, f.Name))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, &CorruptionError{File: f.Name, Offset: -1, Err: errMissingFile}
+			}
+			return nil, err
+		}
+		if st.Size() != f.Size {
+			return nil, corrupt(f.Name, -1, "size %d, manifest says %d", st.Size(), f.Size)
+		}
+	}
+	return m, nil
+}
+
+// chunkHasher computes the whole-file and per-chunk SHA-256 of what is
+// written through it.
+type chunkHasher struct {
+	whole  hash.Hash
+	chunk  hash.Hash
+	inChk  int64
+	size   int64
+	chunks []string
+}
+
+func newChunkHasher() *chunkHasher {
+	return &chunkHasher{whole: sha256.New(), chunk: sha256.New()}
+}
+
+func (h *chunkHasher) Write(p []byte) (int, error) {
+	n := len(p)
+	h.whole.Write(p)
+	h.size += int64(n)
+	for len(p) > 0 {
+		take := int64(len(p))
+		if room := ChunkSize - h.inChk; take > room {
+			take = room
+		}
+		h.chunk.Write(p[:take])
+		h.inChk += take
+		p = p[take:]
+		if h.inChk == ChunkSize {
+			h.chunks = append(h.chunks, hex.EncodeToString(h.chunk.Sum(nil)))
+			h.chunk.Reset()
+			h.inChk = 0
+		}
+	}
+	return n, nil
+}
+
+func (h *chunkHasher) info(name string) FileInfo {
+	chunks := h.chunks
+	if h.inChk > 0 {
+		chunks = append(chunks, hex.EncodeToString(h.chunk.Sum(nil)))
+	}
+	if chunks == nil {
+		chunks = []string{}
+	}
+	return FileInfo{Name: name, Size: h.size, SHA256: hex.EncodeToString(h.whole.Sum(nil)), Chunks: chunks}
+}
+
+// HashFileInfo computes the FileInfo of an existing file by reading it.
+func HashFileInfo(path string) (FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer f.Close()
+	h := newChunkHasher()
+	if _, err := io.CopyBuffer(h, f, make([]byte, 1<<20)); err != nil {
+		return FileInfo{}, err
+	}
+	return h.info(filepath.Base(path)), nil
+}
+
+// VerifyFiles re-reads every file of the snapshot in dir and compares its
+// size, SHA-256 and chunk hashes with the manifest. It finds any flipped
+// byte.
+func VerifyFiles(dir string, m *Manifest) error {
+	for _, want := range m.Files {
+		got, err := HashFileInfo(filepath.Join(dir, want.Name))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return &CorruptionError{File: want.Name, Offset: -1, Err: errMissingFile}
+			}
+			return err
+		}
+		if got.Size != want.Size {
+			return corrupt(want.Name, -1, "size %d, manifest says %d", got.Size, want.Size)
+		}
+		if got.SHA256 != want.SHA256 {
+			for i := range got.Chunks {
+				if i < len(want.Chunks) && got.Chunks[i] != want.Chunks[i] {
+					return corrupt(want.Name, int64(i)*ChunkSize, "SHA-256 mismatch in chunk %d", i)
+				}
+			}
+			return corrupt(want.Name, -1, "SHA-256 mismatch")
+		}
+	}
+	return nil
+}
+
+func writeManifest(dir string, m *Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileSync(filepath.Join(dir, ManifestFile), append(b, '\n'))
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// SyncDir fsyncs a directory so that renames and creations in it are
+// durable.
+func SyncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil // Windows cannot fsync a directory handle; NTFS journals renames.
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,514 @@
+package format
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// WriteOptions controls Write. The zero value is usable except for Dataset.
+type WriteOptions struct {
+	Dataset          string
+	Epoch            uint64
+	CoversThroughSeq uint64
+	// BatchRows is the target record batch size of data.arrow; batches are
+	// cut only at series boundaries, so a longer series gets a batch of its
+	// own. Default 1<<20.
+	BatchRows int
+	// Created is recorded in the manifest (the only wall-clock field).
+	// Zero means time.Now().
+	Created time.Time
+	// Progress, if set, is called with the stage name and rows done/total.
+	Progress func(stage string, done, total int64)
+}
+
+// WriteStats reports what Write did with the rows it was given.
+type WriteStats struct {
+	InputRows  int64
+	Rows       int64
+	Series     int
+	Duplicates int64 // rows that lost to a later row with the same (series, normalized period)
+}
+
+// Write cooks t into a new snapshot directory dir, which must not exist.
+// The result depends only on the rows and on Dataset, Epoch and
+// CoversThroughSeq: the same input gives byte-identical data.arrow,
+// index.arrow and index.hash. Files and directory are fsynced before Write
+// returns; dir is removed again if Write fails.
+func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, err error) {
+	if err := ValidDatasetName(o.Dataset); err != nil {
+		return nil, st, err
+	}
+	if err := t.validate(); err != nil {
+		return nil, st, err
+	}
+	if o.BatchRows <= 0 {
+		o.BatchRows = 1 << 20
+	}
+	if o.Created.IsZero() {
+		o.Created = time.Now()
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, st, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+
+	c := cookRows(t, o.Progress)
+	st = WriteStats{InputRows: int64(t.Len()), Rows: int64(len(c.value)), Series: len(c.order), Duplicates: c.duplicates}
+
+	m = &Manifest{
+		Format:           FormatName,
+		Version:          FormatVersion,
+		Dataset:          o.Dataset,
+		Epoch:            o.Epoch,
+		CoversThroughSeq: o.CoversThroughSeq,
+		Rows:             st.Rows,
+		Series:           st.Series,
+		HotSeries:        st.Series,
+		PeriodType:       c.periodType,
+		Duplicates:       c.duplicates,
+		Created:          o.Created.UTC().Truncate(time.Second),
+	}
+	c.batches = c.cutBatches(o.BatchRows)
+	m.Batches = len(c.batches)
+
+	dataInfo, err := writeArrow(filepath.Join(dir, DataFile), DataSchema(c.periodType), func(w *ipc.FileWriter) error {
+		return c.writeData(w)
+	})
+	if err != nil {
+		return nil, st, fmt.Errorf("write %s: %w", DataFile, err)
+	}
+	ids := make([]string, len(c.order))
+	for r, si := range c.order {
+		ids[r] = t.Series[si].ID
+	}
+	idxInfo, err := writeArrow(filepath.Join(dir, IndexFile), IndexSchema(c.periodType), func(w *ipc.FileWriter) error {
+		return c.writeIndex(w, t, ids)
+	})
+	if err != nil {
+		return nil, st, fmt.Errorf("write %s: %w", IndexFile, err)
+	}
+	hb := buildHash(ids)
+	if err := writeFileSync(filepath.Join(dir, HashFile), hb); err != nil {
+		return nil, st, fmt.Errorf("write %s: %w", HashFile, err)
+	}
+	hh := newChunkHasher()
+	hh.Write(hb)
+	hashInfo := hh.info(HashFile)
+
+	m.Files = []FileInfo{dataInfo, idxInfo, hashInfo}
+	m.SnapshotID = snapshotID(m)
+	if err := writeManifest(dir, m); err != nil {
+		return nil, st, fmt.Errorf("write %s: %w", ManifestFile, err)
+	}
+	if err := SyncDir(dir); err != nil {
+		return nil, st, err
+	}
+	return m, st, nil
+}
+
+// snapshotID is content-addressed: e<epoch>-s<covers_through_seq>-<12 hex of
+// the SHA-256 over the files' hashes>.
+func snapshotID(m *Manifest) string {
+	h := sha256.New()
+	for _, f := range m.Files {
+		h.Write([]byte(f.Name + ":" + f.SHA256 + "\n"))
+	}
+	return fmt.Sprintf("e%d-s%d-%s", m.Epoch, m.CoversThroughSeq, hex.EncodeToString(h.Sum(nil))[:12])
+}
+
+func (t *Table) validate() error {
+	n := len(t.Period)
+	if len(t.SeriesIdx) != n || len(t.Value) != n {
+		return fmt.Errorf("table columns disagree: %d series, %d periods, %d values", len(t.SeriesIdx), n, len(t.Value))
+	}
+	if len(t.Series) > math.MaxUint32-1 {
+		return errors.New("too many series")
+	}
+	seen := make(map[string]struct{}, len(t.Series))
+	for i := range t.Series {
+		s := &t.Series[i]
+		if s.ID == "" {
+			return fmt.Errorf("series %d has an empty id", i)
+		}
+		if _, dup := seen[s.ID]; dup {
+			return fmt.Errorf("series id %q appears twice in the series table", s.ID)
+		}
+		seen[s.ID] = struct{}{}
+		if s.Frequency != "" {
+			if _, err := ParseFrequency(string(s.Frequency)); err != nil {
+				return fmt.Errorf("series %q: %w", s.ID, err)
+			}
+		}
+	}
+	ns := uint32(len(t.Series))
+	for i, si := range t.SeriesIdx {
+		if si >= ns {
+			return fmt.Errorf("row %d: series index %d out of range", i, si)
+		}
+		if v := t.Value[i]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("row %d (series %q): value %v is not a finite number", i, t.Series[si].ID, v)
+		}
+	}
+	return nil
+}
+
+// cooked holds the rows sorted by (rank of series id, normalized period),
+// deduplicated, plus per-series bounds. rank r is the r-th series in id
+// byte order; it is the series' row in index.arrow.
+type cooked struct {
+	order      []uint32 // rank -> index into Table.Series
+	freq       []Frequency
+	start      []int64 // rank -> first output row; start[len(order)] = rows
+	series     []uint32
+	days       []int32 // period column when periodType is date32
+	secs       []int64 // period column when periodType is timestamp
+	value      []float64
+	periodType PeriodType
+	duplicates int64
+	batches    []batchSpan
+}
+
+func cookRows(t *Table, progress func(string, int64, int64)) *cooked {
+	ns := len(t.Series)
+	n := t.Len()
+	c := &cooked{order: make([]uint32, ns), freq: make([]Frequency, ns)}
+
+	// Rank the ids once; rows are never compared by string.
+	for i := range c.order {
+		c.order[i] = uint32(i)
+	}
+	sort.Slice(c.order, func(a, b int) bool { return t.Series[c.order[a]].ID < t.Series[c.order[b]].ID })
+	rank := make([]uint32, ns)
+	for r, si := range c.order {
+		rank[si] = uint32(r)
+	}
+
+	// Stable counting sort of row numbers by rank: equal (series, period)
+	// rows keep their input order, which is what "last one wins" needs.
+	pos := make([]int64, ns+1)
+	for _, si := range t.SeriesIdx {
+		pos[rank[si]+1]++
+	}
+	for r := 1; r <= ns; r++ {
+		pos[r] += pos[r-1]
+	}
+	inStart := slices.Clone(pos)
+	perm := make([]uint32, n)
+	for i, si := range t.SeriesIdx {
+		r := rank[si]
+		perm[pos[r]] = uint32(i)
+		pos[r]++
+	}
+	if progress != nil {
+		progress("sort", int64(n), int64(n))
+	}
+
+	// Per series: sort by raw period (usually already sorted), infer the
+	// frequency if none was given, normalize and keep the last row of each
+	// normalized period. Normalization is monotone, so sorted raw periods
+	// stay sorted once normalized and duplicates are adjacent.
+	intraday := false
+	for r := 0; r < ns; r++ {
+		seg := perm[inStart[r]:inStart[r+1]]
+		sortSegment(seg, t.Period)
+		f := t.Series[c.order[r]].Frequency
+		if f == "" {
+			f = inferFrequency(seg, t.Period)
+		}
+		c.freq[r] = f
+		if f.Intraday() {
+			intraday = true
+		}
+	}
+	c.periodType = PeriodDate32
+	if intraday {
+		c.periodType = PeriodTimestamp
+	}
+	c.start = make([]int64, ns+1)
+	c.series = make([]uint32, 0, n)
+	c.value = make([]float64, 0, n)
+	if intraday {
+		c.secs = make([]int64, 0, n)
+	} else {
+		c.days = make([]int32, 0, n)
+	}
+	for r := 0; r < ns; r++ {
+		c.start[r] = int64(len(c.value))
+		f := c.freq[r]
+		seg := perm[inStart[r]:inStart[r+1]]
+		havePrev := false
+		var prev int64
+		var winner uint32
+		for _, i := range seg {
+			p := f.Normalize(t.Period[i])
+			if havePrev && p == prev {
+				c.duplicates++
+				if i > winner {
+					winner = i
+					c.value[len(c.value)-1] = t.Value[i]
+				}
+				continue
+			}
+			havePrev, prev, winner = true, p, i
+			c.series = append(c.series, uint32(r))
+			if intraday {
+				c.secs = append(c.secs, p)
+			} else {
+				c.days = append(c.days, int32(p/86400))
+			}
+			c.value = append(c.value, t.Value[i])
+		}
+		if progress != nil && r%4096 == 0 {
+			progress("normalize", inStart[r+1], int64(n))
+		}
+	}
+	c.start[ns] = int64(len(c.value))
+	return c
+}
+
+func sortSegment(seg []uint32, period []int64) {
+	for k := 1; k < len(seg); k++ {
+		if period[seg[k]] < period[seg[k-1]] {
+			slices.SortStableFunc(seg, func(a, b uint32) int {
+				pa, pb := period[a], period[b]
+				switch {
+				case pa < pb:
+					return -1
+				case pa > pb:
+					return 1
+				}
+				return 0
+			})
+			return
+		}
+	}
+}
+
+// inferFrequency picks the frequency from the median spacing of the first
+// distinct periods of a series.
+func inferFrequency(seg []uint32, period []int64) Frequency {
+	var diffs []int64
+	for k := 1; k < len(seg) && len(diffs) < 255; k++ {
+		if d := period[seg[k]] - period[seg[k-1]]; d > 0 {
+			diffs = append(diffs, d)
+		}
+	}
+	if len(diffs) == 0 {
+		if len(seg) > 0 && period[seg[0]]%86400 != 0 {
+			return Hourly
+		}
+		return Daily
+	}
+	slices.Sort(diffs)
+	med := diffs[len(diffs)/2]
+	const day = 86400
+	switch {
+	case med < day*3/4:
+		return Hourly
+	case med < 4*day:
+		return Daily
+	case med < 15*day:
+		return Weekly
+	case med < 60*day:
+		return Monthly
+	case med < 200*day:
+		return Quarterly
+	}
+	return Annual
+}
+
+// batchSpan is a run of whole series [r0, r1) that forms one record batch.
+type batchSpan struct{ r0, r1 int }
+
+func (c *cooked) cutBatches(target int) []batchSpan {
+	var out []batchSpan
+	r0 := 0
+	for r := 0; r < len(c.order); r++ {
+		rows := c.start[r+1] - c.start[r0]
+		if r > r0 && rows > int64(target) {
+			out = append(out, batchSpan{r0, r})
+			r0 = r
+		}
+	}
+	if r0 < len(c.order) && c.start[len(c.order)] > c.start[r0] {
+		out = append(out, batchSpan{r0, len(c.order)})
+	} else if r0 < len(c.order) && len(out) > 0 {
+		// Trailing series without rows join the last batch.
+		out[len(out)-1].r1 = len(c.order)
+	}
+	return out
+}
+
+func bytesOf[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(z)))
+}
+
+func primitive(dt arrow.DataType, n int, b []byte) arrow.Array {
+	d := array.NewData(dt, n, []*memory.Buffer{nil, memory.NewBufferBytes(b)}, nil, 0, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+func (c *cooked) writeData(w *ipc.FileWriter) error {
+	schema := DataSchema(c.periodType)
+	for _, b := range c.batches {
+		lo, hi := c.start[b.r0], c.start[b.r1]
+		n := int(hi - lo)
+		var pcol arrow.Array
+		if c.periodType == PeriodTimestamp {
+			pcol = primitive(schema.Field(DataPeriod).Type, n, bytesOf(c.secs[lo:hi]))
+		} else {
+			pcol = primitive(schema.Field(DataPeriod).Type, n, bytesOf(c.days[lo:hi]))
+		}
+		cols := []arrow.Array{
+			primitive(arrow.PrimitiveTypes.Uint32, n, bytesOf(c.series[lo:hi])),
+			pcol,
+			primitive(arrow.PrimitiveTypes.Float64, n, bytesOf(c.value[lo:hi])),
+		}
+		rec := array.NewRecordBatch(schema, cols, int64(n))
+		err := w.Write(rec)
+		rec.Release()
+		for _, a := range cols {
+			a.Release()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *cooked) writeIndex(w *ipc.FileWriter, t *Table, ids []string) error {
+	ns := len(c.order)
+	mem := memory.NewGoAllocator()
+	schema := IndexSchema(c.periodType)
+	bld := array.NewRecordBuilder(mem, schema)
+	defer bld.Release()
+	bld.Reserve(ns)
+
+	batch := make([]uint32, ns)
+	offset := make([]uint32, ns)
+	length := make([]uint32, ns)
+	first := make([]int64, ns)
+	last := make([]int64, ns)
+	latest := make([]float64, ns)
+	for bi, b := range c.batches {
+		for r := b.r0; r < b.r1; r++ {
+			batch[r] = uint32(bi)
+			offset[r] = uint32(c.start[r] - c.start[b.r0])
+			length[r] = uint32(c.start[r+1] - c.start[r])
+		}
+	}
+	for r := 0; r < ns; r++ {
+		lo, hi := c.start[r], c.start[r+1]
+		if hi > lo {
+			first[r], last[r] = c.periodAt(lo), c.periodAt(hi-1)
+			latest[r] = c.value[hi-1]
+		} else {
+			latest[r] = math.NaN()
+		}
+	}
+	sb := func(i int) *array.StringBuilder { return bld.Field(i).(*array.StringBuilder) }
+	sb(IdxSeriesID).AppendValues(ids, nil)
+	bld.Field(IdxBatch).(*array.Uint32Builder).AppendValues(batch, nil)
+	bld.Field(IdxOffset).(*array.Uint32Builder).AppendValues(offset, nil)
+	bld.Field(IdxLength).(*array.Uint32Builder).AppendValues(length, nil)
+	for _, col := range []struct {
+		i int
+		v []int64
+	}{{IdxFirst, first}, {IdxLast, last}} {
+		switch fb := bld.Field(col.i).(type) {
+		case *array.Date32Builder:
+			for _, p := range col.v {
+				fb.Append(arrow.Date32(p / 86400))
+			}
+		case *array.TimestampBuilder:
+			for _, p := range col.v {
+				fb.Append(arrow.Timestamp(p))
+			}
+		}
+	}
+	bld.Field(IdxLatest).(*array.Float64Builder).AppendValues(latest, nil)
+	tiers := make([]uint8, ns)
+	for r, si := range c.order {
+		m := &t.Series[si]
+		sb(IdxFrequency).Append(string(c.freq[r]))
+		sb(IdxUnit).Append(m.Unit)
+		sb(IdxName).Append(m.Name)
+		sb(IdxSource).Append(m.Source)
+		tiers[r] = uint8(m.Tier)
+	}
+	bld.Field(IdxTier).(*array.Uint8Builder).AppendValues(tiers, nil)
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+	return w.Write(rec)
+}
+
+func (c *cooked) periodAt(row int64) int64 {
+	if c.periodType == PeriodTimestamp {
+		return c.secs[row]
+	}
+	return int64(c.days[row]) * 86400
+}
+
+func writeArrow(path string, schema *arrow.Schema, body func(*ipc.FileWriter) error) (FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer f.Close()
+	h := newChunkHasher()
+	bw := bufio.NewWriterSize(multiWriter{f, h}, 1<<20)
+	w, err := ipc.NewFileWriter(bw, ipc.WithSchema(schema), ipc.WithAllocator(memory.NewGoAllocator()))
+	if err != nil {
+		return FileInfo{}, err
+	}
+	if err := body(w); err != nil {
+		w.Close()
+		return FileInfo{}, err
+	}
+	if err := w.Close(); err != nil {
+		return FileInfo{}, err
+	}
+	if err := bw.Flush(); err != nil {
+		return FileInfo{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return FileInfo{}, err
+	}
+	return h.info(filepath.Base(path)), f.Close()
+}
+
+type multiWriter struct {
+	f *os.File
+	h *chunkHasher
+}
+
+func (m multiWriter) Write(p []byte) (int, error) {
+	n, err := m.f.Write(p)
+	m.h.Write(p[:n])
+	return n, err
+}

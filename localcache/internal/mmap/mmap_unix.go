@@ -1,0 +1,28 @@
+//go:build unix
+
+package mmap
+
+import "golang.org/x/sys/unix"
+
+func (m *File) mapFile(size int) error {
+	b, err := unix.Mmap(int(m.f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	// Lookups touch a few pages at random; the default read-ahead turns a
+	// cold open into hundreds of milliseconds of I/O (measured: 354 ms ->
+	// 15 ms at 13.8M rows).
+	_ = unix.Madvise(b, unix.MADV_RANDOM)
+	m.Bytes = b
+	return nil
+}
+
+// Sequential advises the kernel that the mapping will be read front to back
+// (verification, transfer).
+func (m *File) Sequential() {
+	if len(m.Bytes) > 0 {
+		_ = unix.Madvise(m.Bytes, unix.MADV_SEQUENTIAL)
+	}
+}
+
+func (m *File) unmap() error { return unix.Munmap(m.Bytes) }
