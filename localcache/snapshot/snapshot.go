@@ -1,0 +1,305 @@
+// Package snapshot serves one immutable snapshot directory straight from
+// memory-mapped files.
+//
+// Open maps data.arrow, index.arrow and index.hash, checks the manifest,
+// the sizes and the headers, and decodes nothing proportional to the data.
+// A lookup is: xxh3 of the id -> slot of index.hash -> index row -> batch,
+// offset and length -> binary search of the period range inside the mapped
+// period column. Points returned by Get alias the mapping: they are valid
+// only while the caller holds a reference (TryRef ... Unref). The mapping is
+// released when the last reference goes, never before, so a reader can
+// never see it unmapped. Strings returned by Info and Search are copies.
+//
+// This package knows nothing of deltas or of other snapshots; see
+// localcache for the read state that combines them.
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/internal/mmap"
+)
+
+// ErrClosed is returned by TryRef's callers when the snapshot is gone.
+var ErrClosed = errors.New("snapshot closed")
+
+// Snapshot is one opened snapshot. It starts with one reference, owned by
+// whoever opened it; Unref of the last reference unmaps the files.
+type Snapshot struct {
+	Dir      string
+	Manifest *format.Manifest
+
+	files []*mmap.File
+	index *format.Index
+	data  *format.Data
+	hash  format.Hash
+
+	refs     atomic.Int64
+	onClose  func() // called after unmapping; may be nil
+	searchIx atomic.Pointer[searchIndex]
+}
+
+// Open opens the snapshot in dir.
+func Open(dir string) (s *Snapshot, err error) {
+	m, err := format.ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	s = &Snapshot{Dir: dir, Manifest: m}
+	defer func() {
+		if err != nil {
+			s.release()
+			s = nil
+		}
+	}()
+	mapFile := func(name string) ([]byte, error) {
+		f, err := mmap.Open(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		s.files = append(s.files, f)
+		// The size was checked against the manifest before mapping; check
+		// again on the mapping so that a file truncated in between cannot
+		// fault (SIGBUS) a later read.
+		if want := m.File(name).Size; int64(len(f.Bytes)) != want {
+			return nil, &format.CorruptionError{File: name, Offset: -1, Err: fmt.Errorf("size %d, manifest says %d", len(f.Bytes), want)}
+		}
+		return f.Bytes, nil
+	}
+	ib, err := mapFile(format.IndexFile)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	if s.index, err = format.OpenIndex(ib, m.PeriodType, m.Series); err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	hb, err := mapFile(format.HashFile)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	if s.hash, err = format.OpenHash(hb, m.Series); err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	db, err := mapFile(format.DataFile)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	if s.data, err = format.OpenData(db, m.PeriodType, m.Batches); err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	s.refs.Store(1)
+	return s, nil
+}
+
+// OnClose registers f to run after the last reference is dropped and the
+// files are unmapped (used to delete retired snapshots; Windows cannot
+// delete an open file).
+func (s *Snapshot) OnClose(f func()) { s.onClose = f }
+
+// TryRef takes a reference unless the snapshot is already released.
+func (s *Snapshot) TryRef() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Unref drops a reference; the last one unmaps the files.
+func (s *Snapshot) Unref() {
+	switch n := s.refs.Add(-1); {
+	case n == 0:
+		s.release()
+		if s.onClose != nil {
+			s.onClose()
+		}
+	case n < 0:
+		panic("snapshot: Unref without a reference")
+	}
+}
+
+// Close drops the opener's reference.
+func (s *Snapshot) Close() error {
+	s.Unref()
+	return nil
+}
+
+func (s *Snapshot) release() {
+	if s.data != nil {
+		s.data.Close()
+	}
+	if s.index != nil {
+		s.index.Close()
+	}
+	for _, f := range s.files {
+		f.Close()
+	}
+	s.files = nil
+}
+
+// Refs reports the current reference count (for tests and metrics).
+func (s *Snapshot) Refs() int64 { return s.refs.Load() }
+
+// ID is the snapshot id.
+func (s *Snapshot) ID() string { return s.Manifest.SnapshotID }
+
+// NumSeries is the number of series in the index.
+func (s *Snapshot) NumSeries() int { return s.index.N }
+
+// Lookup resolves a series id to its index row in O(1).
+func (s *Snapshot) Lookup(id string) (uint32, bool) {
+	return s.hash.Lookup(id, s.index.ID)
+}
+
+// Points are the periods and values of one series in a range. Exactly one
+// of Days (date32 snapshots, days since the epoch) and Secs (timestamp
+// snapshots, seconds) is non-nil unless the range is empty. The slices may
+// alias a mapping: valid only while the reference they came from is held.
+type Points struct {
+	Days   []int32
+	Secs   []int64
+	Values []float64
+}
+
+// Len is the number of points.
+func (p Points) Len() int { return len(p.Values) }
+
+// Unix returns the period of point i in unix seconds.
+func (p Points) Unix(i int) int64 {
+	if p.Secs != nil {
+		return p.Secs[i]
+	}
+	return int64(p.Days[i]) * 86400
+}
+
+// Unbounded range ends for Get.
+const (
+	MinTime int64 = math.MinInt64
+	MaxTime int64 = math.MaxInt64
+)
+
+// Get returns the points of index row `row` with from <= period <= to (unix
+// seconds; periods are bucket starts). The caller must hold a reference.
+func (s *Snapshot) Get(row uint32, from, to int64) (Points, error) {
+	x := s.index
+	if row >= uint32(x.N) {
+		return Points{}, format.ErrNotFound
+	}
+	n := x.Length[row]
+	if n == 0 || from > to {
+		return Points{}, nil
+	}
+	if x.Tier[row] != uint8(format.Hot) {
+		return Points{}, fmt.Errorf("series %q: tier %d not supported by this build", x.ID(row), x.Tier[row])
+	}
+	b, err := s.data.Batch(int(x.Batch[row]))
+	if err != nil {
+		return Points{}, err
+	}
+	off := x.Offset[row]
+	if err := b.Check(off, n); err != nil {
+		return Points{}, err
+	}
+	if b.Secs != nil {
+		secs := b.Secs[off : off+n]
+		lo := sort.Search(len(secs), func(i int) bool { return secs[i] >= from })
+		hi := sort.Search(len(secs), func(i int) bool { return secs[i] > to })
+		if lo >= hi {
+			return Points{}, nil
+		}
+		return Points{Secs: secs[lo:hi], Values: b.Values[off+uint32(lo) : off+uint32(hi)]}, nil
+	}
+	days := b.Days[off : off+n]
+	fd, td := dayBound(from, false), dayBound(to, true)
+	lo, hi := searchDays(days, fd), searchDays(days, td+1)
+	if td == math.MaxInt32 {
+		hi = len(days)
+	}
+	if lo >= hi {
+		return Points{}, nil
+	}
+	return Points{Days: days[lo:hi], Values: b.Values[off+uint32(lo) : off+uint32(hi)]}, nil
+}
+
+// searchDays is sort.Search for the first day >= d, without the closure
+// call per probe (this is the hot path of every lookup).
+func searchDays(days []int32, d int64) int {
+	lo, hi := 0, len(days)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int64(days[m]) < d {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// dayBound converts a unix-seconds bound to a day number, clamped to int32:
+// from rounds up to the next day start, to rounds down.
+func dayBound(t int64, isTo bool) int64 {
+	d := t / 86400
+	if t%86400 != 0 {
+		if t < 0 && isTo {
+			d--
+		} else if t > 0 && !isTo {
+			d++
+		}
+	}
+	if d > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	if d < math.MinInt32 {
+		return math.MinInt32
+	}
+	return d
+}
+
+// Info is everything index.arrow holds about a series, copied out.
+type Info struct {
+	ID          string
+	Name        string
+	Unit        string
+	Source      string
+	Frequency   format.Frequency
+	First, Last int64 // unix seconds; 0 when Count == 0
+	Count       int
+	LatestValue float64
+	Tier        format.Tier
+	Batch       uint32
+	Offset      uint32
+}
+
+// Info returns the index row's fields as copies.
+func (s *Snapshot) Info(row uint32) Info {
+	x := s.index
+	return Info{
+		ID:          strings.Clone(x.ID(row)),
+		Name:        strings.Clone(x.Name(row)),
+		Unit:        strings.Clone(x.Unit(row)),
+		Source:      strings.Clone(x.Source(row)),
+		Frequency:   format.Frequency(strings.Clone(string(x.Frequency(row)))),
+		First:       x.First(row),
+		Last:        x.Last(row),
+		Count:       int(x.Length[row]),
+		LatestValue: x.Latest[row],
+		Tier:        format.Tier(x.Tier[row]),
+		Batch:       x.Batch[row],
+		Offset:      x.Offset[row],
+	}
+}
+
+// ID returns the series id of an index row, aliasing the mapping.
+func (s *Snapshot) SeriesID(row uint32) string { return s.index.ID(row) }
