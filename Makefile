@@ -1,0 +1,52 @@
+# EnergyScope developer targets. `make test` is what CI runs.
+GO      ?= go
+FUZZTIME ?= 5s
+
+.PHONY: all build test deps vet unit race fuzz bench bench-pet clean
+
+all: build
+
+build:
+	$(GO) build -o bin/es ./cmd/es
+
+deps:
+	bash scripts/install-deps.sh
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	GOOS=windows $(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -count=1 -race ./localcache/...
+
+# Every decoder has a fuzz target; CI runs each briefly (longer by hand:
+# make fuzz FUZZTIME=10m).
+FUZZ_TARGETS = \
+	./server/cook:FuzzParsePeriod \
+	./server/cook:FuzzReadCSV \
+	./localcache/format:FuzzParseManifest \
+	./localcache/format:FuzzOpenIndex \
+	./localcache/format:FuzzOpenHash \
+	./localcache/format:FuzzOpenData
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name"; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
+
+test: deps vet unit race fuzz
+
+bench:
+	cd bench && $(GO) run . --scale small
+
+bench-pet:
+	cd bench && $(GO) run . --scale pet
+
+clean:
+	rm -rf bin

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs on a fresh Debian machine: apt packages
+# (only when missing) and npm packages from their lock files. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing: ${need[*]}; install them with apt-get (needs root)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+
+# npm packages, exactly as locked.
+for dir in localcache/format/interop; do
+  if [ -f "$dir/package-lock.json" ]; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done
