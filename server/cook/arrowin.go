@@ -1,0 +1,575 @@
+package cook
+
+import (
+	"bufio"
+	"encoding/binary"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// arrowBatchRows is the batch size asked of the Parquet reader.
+const arrowBatchRows = 64 << 10
+
+// addParquet reads a Parquet file batch by batch, decoding only the columns
+// the layout uses.
+func (b *Builder) addParquet(f *os.File, name string, size int64, o InputOptions) (FileStats, error) {
+	tx, err := b.begin(name, o)
+	if err != nil {
+		return FileStats{Path: name}, err
+	}
+	return tx.finish(tx.readParquet(f, size))
+}
+
+func (tx *fileTx) readParquet(f *os.File, size int64) error {
+	pr, err := file.NewParquetReader(f)
+	if err != nil {
+		return &InputError{File: tx.name, Err: fmt.Errorf("parquet: %w", err)}
+	}
+	defer pr.Close()
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: arrowBatchRows}, memory.DefaultAllocator)
+	if err != nil {
+		return &InputError{File: tx.name, Err: fmt.Errorf("parquet: %w", err)}
+	}
+	sc, err := fr.Schema()
+	if err != nil {
+		return &InputError{File: tx.name, Err: fmt.Errorf("parquet schema: %w", err)}
+	}
+	l, err := tx.resolve(fieldNames(sc))
+	if err != nil {
+		return err
+	}
+	// Read only the columns in use; the record reader returns them in
+	// schema order, so the layout is resolved again on its schema.
+	var leaves []int
+	for _, i := range l.used() {
+		sf := fr.Manifest.Fields[i]
+		if !sf.IsLeaf() {
+			return &InputError{File: tx.name, Err: fmt.Errorf("%w: column %q is nested (%s)", ErrUnsupported, sc.Field(i).Name, sc.Field(i).Type)}
+		}
+		leaves = append(leaves, sf.ColIndex)
+	}
+	if err := tx.checkTypes(sc, l); err != nil {
+		return err
+	}
+	nrows := pr.NumRows()
+	if tx.o.Wide {
+		tx.grow(nrows * int64(len(l.wide)))
+	} else {
+		tx.grow(nrows)
+	}
+	rr, err := fr.GetRecordReader(context.Background(), leaves, nil)
+	if err != nil {
+		return &InputError{File: tx.name, Err: fmt.Errorf("parquet: %w", err)}
+	}
+	defer rr.Release()
+	rl, err := tx.resolve(fieldNames(rr.Schema()))
+	if err != nil {
+		return err
+	}
+	var row int64
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		if err := tx.addBatch(rec, rl, row); err != nil {
+			return err
+		}
+		row += rec.NumRows()
+		if tx.o.Progress != nil && nrows > 0 && size > 0 {
+			tx.o.Progress(size*row/nrows, size)
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return &InputError{File: tx.name, Line: row + 1, Row: true, Err: fmt.Errorf("parquet: %w", err)}
+	}
+	return nil
+}
+
+// addArrow reads an Arrow IPC file, or an IPC stream when the file has no
+// file magic.
+func (b *Builder) addArrow(f *os.File, name string, size int64, o InputOptions) (FileStats, error) {
+	tx, err := b.begin(name, o)
+	if err != nil {
+		return FileStats{Path: name}, err
+	}
+	return tx.finish(tx.readArrow(f, size))
+}
+
+func (tx *fileTx) readArrow(f *os.File, size int64) error {
+	var magic [6]byte
+	n, _ := io.ReadFull(f, magic[:])
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	switch {
+	case n == 6 && string(magic[:]) == "ARROW1":
+		r, err := ipc.NewFileReader(f)
+		if err != nil {
+			return &InputError{File: tx.name, Err: fmt.Errorf("arrow file: %w", err)}
+		}
+		defer r.Close()
+		l, err := tx.resolve(fieldNames(r.Schema()))
+		if err != nil {
+			return err
+		}
+		if err := tx.checkTypes(r.Schema(), l); err != nil {
+			return err
+		}
+		var row int64
+		nb := r.NumRecords()
+		for i := range nb {
+			rec, err := r.RecordBatch(i)
+			if err != nil {
+				return &InputError{File: tx.name, Line: row + 1, Row: true, Err: fmt.Errorf("arrow batch %d: %w", i, err)}
+			}
+			if err := tx.addBatch(rec, l, row); err != nil {
+				return err
+			}
+			row += rec.NumRows()
+			if tx.o.Progress != nil && size > 0 {
+				tx.o.Progress(size*int64(i+1)/int64(nb), size)
+			}
+		}
+		return nil
+	case n >= 4 && string(magic[:4]) == "FEA1":
+		return &InputError{File: tx.name, Err: fmt.Errorf("%w: Feather v1 (write Feather v2 / Arrow IPC)", ErrUnsupported)}
+	}
+	// A stream starts with a message length: the continuation marker
+	// 0xFFFFFFFF and a length, or (before Arrow 0.15) the length alone. Check
+	// it against the file size first: the IPC reader would otherwise
+	// allocate whatever a junk file's first bytes say.
+	if n < 4 {
+		return &InputError{File: tx.name, Err: fmt.Errorf("%w: not an Arrow IPC file or stream", ErrUnsupported)}
+	}
+	msgLen := int64(binary.LittleEndian.Uint32(magic[:4]))
+	if msgLen == 0xFFFFFFFF {
+		var l [4]byte
+		if _, err := f.ReadAt(l[:], 4); err != nil {
+			return &InputError{File: tx.name, Err: fmt.Errorf("%w: not an Arrow IPC file or stream", ErrUnsupported)}
+		}
+		msgLen = int64(binary.LittleEndian.Uint32(l[:]))
+	}
+	if msgLen >= 1<<31 || (size >= 0 && msgLen > size) {
+		return &InputError{File: tx.name, Err: fmt.Errorf("%w: not an Arrow IPC file or stream", ErrUnsupported)}
+	}
+	var src io.Reader = f
+	if tx.o.Progress != nil {
+		src = &progressReader{r: f, total: size, fn: tx.o.Progress}
+	}
+	r, err := ipc.NewReader(bufio.NewReaderSize(src, csvBufSize))
+	if err != nil {
+		return &InputError{File: tx.name, Err: fmt.Errorf("arrow stream: %w", err)}
+	}
+	defer r.Release()
+	l, err := tx.resolve(fieldNames(r.Schema()))
+	if err != nil {
+		return err
+	}
+	if err := tx.checkTypes(r.Schema(), l); err != nil {
+		return err
+	}
+	var row int64
+	for r.Next() {
+		rec := r.RecordBatch()
+		if err := tx.addBatch(rec, l, row); err != nil {
+			return err
+		}
+		row += rec.NumRows()
+	}
+	if err := r.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return &InputError{File: tx.name, Line: row + 1, Row: true, Err: fmt.Errorf("arrow stream: %w", err)}
+	}
+	return nil
+}
+
+func fieldNames(sc *arrow.Schema) []string {
+	names := make([]string, sc.NumFields())
+	for i := range names {
+		names[i] = sc.Field(i).Name
+	}
+	return names
+}
+
+// used lists the columns a layout reads, ascending.
+func (l layout) used() []int {
+	use := make([]bool, len(l.names))
+	use[l.period] = true
+	for _, c := range append([]int{l.series, l.value}, l.wide...) {
+		if c >= 0 {
+			use[c] = true
+		}
+	}
+	for _, c := range l.meta {
+		if c >= 0 {
+			use[c] = true
+		}
+	}
+	var out []int
+	for i, u := range use {
+		if u {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// checkTypes fails early, naming the column, when a column's type cannot
+// play its role.
+func (tx *fileTx) checkTypes(sc *arrow.Schema, l layout) error {
+	bad := func(c int, role string) error {
+		f := sc.Field(c)
+		return &InputError{File: tx.name, Err: fmt.Errorf("%w: %s column %q has type %s", ErrUnsupported, role, f.Name, f.Type)}
+	}
+	if !isPeriodType(sc.Field(l.period).Type) {
+		return bad(l.period, "period")
+	}
+	if l.series >= 0 && !isStringType(sc.Field(l.series).Type) {
+		return bad(l.series, "series")
+	}
+	if l.value >= 0 && !isNumberType(sc.Field(l.value).Type) {
+		return bad(l.value, "value")
+	}
+	for _, c := range l.wide {
+		if !isNumberType(sc.Field(c).Type) {
+			return bad(c, "value")
+		}
+	}
+	for f, c := range l.meta {
+		if c >= 0 && !isStringType(sc.Field(c).Type) {
+			return bad(c, metaNames[f])
+		}
+	}
+	return nil
+}
+
+func isStringType(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.STRING_VIEW:
+		return true
+	case arrow.DICTIONARY:
+		return isStringType(t.(*arrow.DictionaryType).ValueType)
+	}
+	return false
+}
+
+func isNumberType(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.FLOAT32, arrow.FLOAT64, arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		return true
+	}
+	return false
+}
+
+func isPeriodType(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.DATE32, arrow.DATE64, arrow.TIMESTAMP, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT16, arrow.UINT32:
+		return true
+	}
+	return isStringType(t)
+}
+
+// addBatch appends one record batch; row0 is the number of data rows before
+// it (errors count rows from 1).
+func (tx *fileTx) addBatch(rec arrow.RecordBatch, l layout, row0 int64) error {
+	n := int(rec.NumRows())
+	per := periodGetter(rec.Column(l.period))
+	t := &tx.b.t
+	if tx.o.Wide {
+		return tx.addBatchWide(rec, l, row0, per)
+	}
+	ids := stringGetter(rec.Column(l.series))
+	val := valueGetter(rec.Column(l.value))
+	var meta [numMeta]func(int) (string, bool)
+	hasMeta := false
+	for f, c := range l.meta {
+		if c >= 0 {
+			meta[f], hasMeta = stringGetter(rec.Column(c)), true
+		}
+	}
+	for i := range n {
+		v, ok, err := val(i)
+		if err != nil {
+			if err := tx.bad(row0+int64(i)+1, true, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if !ok {
+			tx.stats.Empty++
+			continue
+		}
+		p, err := per(i)
+		if err != nil {
+			if err := tx.bad(row0+int64(i)+1, true, err); err != nil {
+				return err
+			}
+			continue
+		}
+		id, ok := ids(i)
+		if !ok || id == "" {
+			if err := tx.bad(row0+int64(i)+1, true, ErrEmptyID); err != nil {
+				return err
+			}
+			continue
+		}
+		idx := seriesOf(tx, id)
+		if hasMeta {
+			if g := meta[metaFrequency]; g != nil {
+				if s, ok := g(i); ok {
+					if err := setMeta(tx, idx, metaFrequency, s); err != nil {
+						if err := tx.bad(row0+int64(i)+1, true, err); err != nil {
+							return err
+						}
+						continue
+					}
+				}
+			}
+			for f := range metaFrequency {
+				if g := meta[f]; g != nil {
+					if s, ok := g(i); ok {
+						setMeta(tx, idx, f, s)
+					}
+				}
+			}
+		}
+		t.SeriesIdx = append(t.SeriesIdx, idx)
+		t.Period = append(t.Period, p)
+		t.Value = append(t.Value, v)
+	}
+	return nil
+}
+
+func (tx *fileTx) addBatchWide(rec arrow.RecordBatch, l layout, row0 int64, per func(int) (int64, error)) error {
+	t := &tx.b.t
+	vals := make([]func(int) (float64, bool, error), len(l.wide))
+	for k, c := range l.wide {
+		vals[k] = valueGetter(rec.Column(c))
+	}
+	if len(tx.wideIdx) != len(l.wide) {
+		tx.wideIdx = make([]int64, len(l.wide))
+		for k := range tx.wideIdx {
+			tx.wideIdx[k] = -1
+		}
+	}
+	row := make([]float64, len(l.wide))
+	nan := math.NaN()
+	for i := range int(rec.NumRows()) {
+		p, err := per(i)
+		if err != nil {
+			if err := tx.bad(row0+int64(i)+1, true, err); err != nil {
+				return err
+			}
+			continue
+		}
+		var rowErr error
+		empty := int64(0)
+		for k, g := range vals {
+			v, ok, err := g(i)
+			if err != nil {
+				rowErr = fmt.Errorf("column %q: %w", l.names[l.wide[k]], err)
+				break
+			}
+			if !ok {
+				v = nan
+				empty++
+			}
+			row[k] = v
+		}
+		if rowErr != nil {
+			if err := tx.bad(row0+int64(i)+1, true, rowErr); err != nil {
+				return err
+			}
+			continue
+		}
+		tx.stats.Empty += empty
+		for k, v := range row {
+			if v != v {
+				continue
+			}
+			if tx.wideIdx[k] < 0 {
+				tx.wideIdx[k] = int64(tx.wideSeries(l.names[l.wide[k]]))
+			}
+			t.SeriesIdx = append(t.SeriesIdx, uint32(tx.wideIdx[k]))
+			t.Period = append(t.Period, p)
+			t.Value = append(t.Value, v)
+		}
+	}
+	return nil
+}
+
+// stringGetter reads a string-like column; ok is false for null. The
+// strings alias Arrow buffers: copy before keeping them.
+func stringGetter(a arrow.Array) func(int) (string, bool) {
+	switch a := a.(type) {
+	case *array.String:
+		return func(i int) (string, bool) { return a.Value(i), a.IsValid(i) }
+	case *array.LargeString:
+		return func(i int) (string, bool) { return a.Value(i), a.IsValid(i) }
+	case *array.StringView:
+		return func(i int) (string, bool) { return a.Value(i), a.IsValid(i) }
+	case *array.Dictionary:
+		inner := stringGetter(a.Dictionary())
+		return func(i int) (string, bool) {
+			if a.IsNull(i) {
+				return "", false
+			}
+			return inner(a.GetValueIndex(i))
+		}
+	}
+	return func(int) (string, bool) { return "", false }
+}
+
+// valueGetter reads a numeric column: ok is false for null, and NaN or Inf
+// is an error.
+func valueGetter(a arrow.Array) func(int) (float64, bool, error) {
+	finite := func(v float64, valid bool) (float64, bool, error) {
+		if !valid {
+			return 0, false, nil
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, false, fmt.Errorf("value %v: %w", v, ErrNotFinite)
+		}
+		return v, true, nil
+	}
+	switch a := a.(type) {
+	case *array.Float64:
+		vs := a.Float64Values()
+		if a.NullN() == 0 {
+			return func(i int) (float64, bool, error) {
+				v := vs[i]
+				if v-v != 0 { // NaN or Inf
+					return finite(v, true)
+				}
+				return v, true, nil
+			}
+		}
+		return func(i int) (float64, bool, error) { return finite(vs[i], a.IsValid(i)) }
+	case *array.Float32:
+		return func(i int) (float64, bool, error) { return finite(float64(a.Value(i)), a.IsValid(i)) }
+	case *array.Int8:
+		return intGetter(a, a.Value)
+	case *array.Int16:
+		return intGetter(a, a.Value)
+	case *array.Int32:
+		return intGetter(a, a.Value)
+	case *array.Int64:
+		return intGetter(a, a.Value)
+	case *array.Uint8:
+		return intGetter(a, a.Value)
+	case *array.Uint16:
+		return intGetter(a, a.Value)
+	case *array.Uint32:
+		return intGetter(a, a.Value)
+	case *array.Uint64:
+		return intGetter(a, a.Value)
+	}
+	return func(int) (float64, bool, error) {
+		return 0, false, fmt.Errorf("%w: value type %s", ErrUnsupported, a.DataType())
+	}
+}
+
+func intGetter[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](a arrow.Array, get func(int) T) func(int) (float64, bool, error) {
+	return func(i int) (float64, bool, error) {
+		if a.IsNull(i) {
+			return 0, false, nil
+		}
+		return float64(get(i)), true, nil
+	}
+}
+
+// periodGetter reads a period column into unix seconds. Dates and
+// timestamps convert exactly (timestamps floor to the second); strings go
+// through ParsePeriod; integers are read as their decimal digits (2001,
+// 200103, 20010315), as they would be in a CSV.
+func periodGetter(a arrow.Array) func(int) (int64, error) {
+	null := errNullPeriod
+	switch a := a.(type) {
+	case *array.Date32:
+		return func(i int) (int64, error) {
+			if a.IsNull(i) {
+				return 0, null
+			}
+			return int64(a.Value(i)) * 86400, nil
+		}
+	case *array.Date64:
+		return func(i int) (int64, error) {
+			if a.IsNull(i) {
+				return 0, null
+			}
+			return floorDiv(int64(a.Value(i)), 1000), nil
+		}
+	case *array.Timestamp:
+		per := int64(1)
+		switch a.DataType().(*arrow.TimestampType).Unit {
+		case arrow.Millisecond:
+			per = 1e3
+		case arrow.Microsecond:
+			per = 1e6
+		case arrow.Nanosecond:
+			per = 1e9
+		}
+		return func(i int) (int64, error) {
+			if a.IsNull(i) {
+				return 0, null
+			}
+			return floorDiv(int64(a.Value(i)), per), nil
+		}
+	case *array.Int16:
+		return intPeriod(a, a.Value)
+	case *array.Int32:
+		return intPeriod(a, a.Value)
+	case *array.Int64:
+		return intPeriod(a, a.Value)
+	case *array.Uint16:
+		return intPeriod(a, a.Value)
+	case *array.Uint32:
+		return intPeriod(a, a.Value)
+	}
+	str := stringGetter(a)
+	return func(i int) (int64, error) {
+		s, ok := str(i)
+		if !ok {
+			return 0, null
+		}
+		if v, ok := parsePeriod(s); ok {
+			return v, nil
+		}
+		return 0, fmt.Errorf("period %q: %w", s, ErrBadPeriod)
+	}
+}
+
+func intPeriod[T int16 | int32 | int64 | uint16 | uint32](a arrow.Array, get func(int) T) func(int) (int64, error) {
+	var buf [24]byte
+	return func(i int) (int64, error) {
+		if a.IsNull(i) {
+			return 0, errNullPeriod
+		}
+		s := strconv.AppendInt(buf[:0], int64(get(i)), 10)
+		if v, ok := parsePeriod(s); ok {
+			return v, nil
+		}
+		return 0, fmt.Errorf("period %s: %w", s, ErrBadPeriod)
+	}
+}
+
+var errNullPeriod = fmt.Errorf("period is null: %w", ErrBadPeriod)
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
