@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/server/cook"
+	"github.com/energyscope/energyscope/server/cook/samples"
+	"github.com/energyscope/energyscope/server/cook/synth"
+)
+
+// demoSamples are the real sample files and how to cook them.
+var demoSamples = []struct {
+	dataset, file string
+	opts          cook.InputOptions
+}{
+	{"iowa", "iowa-electricity.csv", cook.InputOptions{SeriesCol: "source", PeriodCol: "year", ValueCol: "net_generation", Unit: "thousand MWh", Source: "U.S. EIA", Frequency: "A"}},
+	{"stocks", "stocks.csv", cook.InputOptions{SeriesCol: "symbol", PeriodCol: "date", ValueCol: "price", Unit: "USD", Source: "vega-datasets", Frequency: "M"}},
+	{"seattle", "seattle-weather-hourly-normals.csv", cook.InputOptions{Wide: true, PeriodCol: "date", Prefix: "SEA.", Source: "NOAA normals", Frequency: "H"}},
+}
+
+func runDemo(e *env, args []string) error {
+	var home string
+	fset := newFlags(e, "demo", nil)
+	fset.StringVar(&home, "home", "", "home directory to build the demo in (default: a temporary directory, removed afterwards)")
+	series := fset.Int("series", 2000, "synthetic series to generate")
+	rows := fset.Int64("rows", 150_000, "synthetic rows to generate")
+	if _, err := parse(fset, args); err != nil {
+		return err
+	}
+	keep := home != ""
+	if !keep {
+		d, err := os.MkdirTemp("", "es-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		home = d
+	}
+	out := e.stdout
+	src := filepath.Join(home, "sources")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "EnergyScope demo in %s\n\n", home)
+
+	// 1. A synthetic EIA-like dataset.
+	t0 := time.Now()
+	synthFile := filepath.Join(src, "eia-synthetic.csv")
+	if _, err := synth.WriteFile(synthFile, synth.Options{Series: *series, Rows: *rows, Seed: 1}); err != nil {
+		return fmt.Errorf("generate: %w", err)
+	}
+	fmt.Fprintf(out, "generated %d rows of %d synthetic series in %v\n", *rows, *series, time.Since(t0).Round(time.Millisecond))
+	res, err := cookDataset(e, home, "eia", []string{synthFile}, cook.InputOptions{}, 1<<20)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "cooked eia: %d rows, %d series -> %s in %v\n", res.manifest.Rows, res.manifest.Series, res.manifest.SnapshotID, res.elapsed.Round(time.Millisecond))
+
+	// 2. The real samples.
+	for _, s := range demoSamples {
+		b, err := fs.ReadFile(samples.FS, s.file)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(src, s.file)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return err
+		}
+		res, err := cookDataset(e, home, s.dataset, []string{p}, s.opts, 1<<20)
+		if err != nil {
+			return fmt.Errorf("cook %s: %w", s.file, err)
+		}
+		fmt.Fprintf(out, "cooked %s from %s: %d rows, %d series\n", s.dataset, s.file, res.manifest.Rows, res.manifest.Series)
+	}
+
+	// 3. Open the home and look things up.
+	t0 = time.Now()
+	st, err := localcache.Open(home, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	fmt.Fprintf(out, "\nopened %d datasets in %v (files mapped, nothing decoded)\n\n", len(st.DatasetNames()), time.Since(t0).Round(time.Microsecond))
+
+	show := func(ref, from, to string) error {
+		f, _ := parseBound(from, false)
+		t, _ := parseBound(to, true)
+		t0 := time.Now()
+		r, err := st.Get(ref, f, t)
+		el := time.Since(t0)
+		if err != nil {
+			return err
+		}
+		defer r.Release()
+		fmt.Fprintf(out, "es get %s %s %s   (%d points from dataset %s in %v)\n", ref, from, to, r.Points.Len(), r.Dataset, el)
+		for i := 0; i < r.Points.Len() && i < 4; i++ {
+			fmt.Fprintf(out, "  %s  %g\n", formatPeriod(r.Points.Unix(i), r.Points.Secs != nil), r.Points.Values[i])
+		}
+		if r.Points.Len() > 4 {
+			fmt.Fprintf(out, "  ... %d more\n", r.Points.Len()-4)
+		}
+		return nil
+	}
+	for _, q := range [][3]string{
+		{"MSFT", "2000-01-01", "2000-12-31"},
+		{"iowa:Fossil Fuels", "2010", "2017"},
+		{"SEA.temperature", "2010-07-01T12:00:00", "2010-07-01T15:00:00"},
+	} {
+		if err := show(q[0], q[1], q[2]); err != nil {
+			return err
+		}
+	}
+	hits, err := st.Search("gasoline", 3)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nes search gasoline\n")
+	for _, h := range hits {
+		fmt.Fprintf(out, "  %-34s %s\n", h.ID, h.Name)
+	}
+	if len(hits) > 0 {
+		in, err := st.Info(hits[0].ID)
+		if err != nil {
+			return err
+		}
+		last := time.Unix(in.Last, 0).UTC()
+		if err := show(hits[0].ID, last.AddDate(-1, 0, 1).Format("2006-01-02"), last.Format("2006-01-02")); err != nil {
+			return err
+		}
+	}
+
+	// 4. Latency over random synthetic series with a one-year range.
+	cat := synth.Catalogue(synth.Options{Series: *series, Rows: *rows, Seed: 1})
+	rng := rand.New(rand.NewPCG(1, 2))
+	lat := make([]time.Duration, 0, 20000)
+	var points int
+	from, _ := parseBound("2025-01-01", false)
+	to, _ := parseBound("2025-12-31", true)
+	for range cap(lat) {
+		id := cat[rng.IntN(len(cat))].ID
+		t0 := time.Now()
+		r, err := st.Get(id, from, to)
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			return err
+		}
+		points += r.Points.Len()
+		r.Release()
+	}
+	slices.Sort(lat)
+	fmt.Fprintf(out, "\n%d random one-year lookups: p50 %v, p99 %v (%d points in all)\n", len(lat), lat[len(lat)/2], lat[len(lat)*99/100], points)
+	if keep {
+		fmt.Fprintf(out, "\nTry: go run ./cmd/es get --home %s MSFT 2005 2006\n", home)
+	} else {
+		fmt.Fprintf(out, "\nThe demo's temporary home is removed now; pass --home DIR to keep it and explore with es get/info/search.\n")
+	}
+	return nil
+}

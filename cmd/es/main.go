@@ -1,0 +1,140 @@
+// Command es is the EnergyScope command line: generate and cook datasets,
+// look series up, verify snapshots, and run the demo.
+//
+// Every subcommand takes --help and --home DIR (default $ES_HOME or the
+// user's data directory) and exits 0 only on success.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/energyscope/energyscope/localcache"
+)
+
+type command struct {
+	name    string
+	args    string
+	summary string
+	run     func(env *env, args []string) error
+}
+
+// env is what a command needs from the process: streams, so tests can run
+// commands in-process.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+func commands() []command {
+	return []command{
+		{"gen", "--out FILE [--series N --rows M --seed S --intraday]", "generate a synthetic energy dataset (.csv or .parquet)", runGen},
+		{"cook", "--dataset NAME --in FILE [--in FILE ...] [mapping flags]", "cook source files into a dataset snapshot", runCook},
+		{"get", "[--dataset NAME] SERIES [FROM [TO]]", "print a series as CSV period,value", runGet},
+		{"info", "SERIES", "print a series' metadata as JSON", runInfo},
+		{"search", "QUERY [--limit N]", "find series by id or name", runSearch},
+		{"ls", "", "list datasets and their snapshots", runLs},
+		{"verify", "[--dataset NAME]", "check every file of every snapshot (SHA-256 and structure)", runVerify},
+		{"demo", "[--home DIR]", "generate, cook and query a small dataset plus the real samples", runDemo},
+	}
+}
+
+func main() {
+	os.Exit(run(&env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
+}
+
+func run(e *env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			err := c.run(e, args[1:])
+			if err == nil {
+				return 0
+			}
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			var ue usageError
+			if errors.As(err, &ue) {
+				fmt.Fprintf(e.stderr, "es %s: %v\nrun 'es %s --help' for usage\n", c.name, err, c.name)
+				return 2
+			}
+			fmt.Fprintf(e.stderr, "es %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "es: unknown command %q\n", args[0])
+	usage(e.stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "EnergyScope: energy time series served from memory-mapped snapshots.")
+	fmt.Fprintln(w, "\nUsage: es COMMAND [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nEvery command takes --home DIR (default $ES_HOME or", localcache.DefaultHome()+") and --help.")
+}
+
+// usageError marks errors in the command line (exit status 2).
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// newFlags returns a flag set with --home and a usage text.
+func newFlags(e *env, name string, home *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("es "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	if home != nil {
+		fs.StringVar(home, "home", localcache.DefaultHome(), "home directory (env ES_HOME)")
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			fs.Usage = func() {
+				fmt.Fprintf(fs.Output(), "Usage: es %s %s\n\n%s\n\nFlags:\n", name, c.args, c.summary)
+				fs.PrintDefaults()
+			}
+		}
+	}
+	return fs
+}
+
+// parse parses flags that may be interleaved with positional arguments and
+// returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(os.Stdout)
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// multiFlag collects a repeated string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

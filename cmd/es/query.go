@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+	"github.com/energyscope/energyscope/server/cook"
+)
+
+func openStore(home string) (*localcache.Store, error) {
+	if _, err := os.Stat(home); err != nil {
+		return nil, fmt.Errorf("home %s: %w", home, err)
+	}
+	return localcache.Open(home, &localcache.Options{ReadOnly: true})
+}
+
+// parseBound reads a FROM/TO argument. A TO that names a whole year, month
+// or day covers all of it.
+func parseBound(s string, isEnd bool) (int64, error) {
+	if s == "" || s == "-" {
+		if isEnd {
+			return snapshot.MaxTime, nil
+		}
+		return snapshot.MinTime, nil
+	}
+	if s == "today" {
+		t := time.Now().UTC().Truncate(24 * time.Hour)
+		if isEnd {
+			return t.Unix() + 86399, nil
+		}
+		return t.Unix(), nil
+	}
+	t, err := cook.ParsePeriod(s)
+	if err != nil {
+		return 0, err
+	}
+	if !isEnd {
+		return t, nil
+	}
+	u := time.Unix(t, 0).UTC()
+	switch {
+	case len(s) == 4: // year
+		return u.AddDate(1, 0, 0).Unix() - 1, nil
+	case len(s) == 7 && s[4] == '-', len(s) == 6: // year-month
+		return u.AddDate(0, 1, 0).Unix() - 1, nil
+	case len(s) == 10 || !strings.ContainsAny(s, "T :"):
+		return u.AddDate(0, 0, 1).Unix() - 1, nil
+	}
+	return t, nil
+}
+
+func formatPeriod(unix int64, intraday bool) string {
+	t := time.Unix(unix, 0).UTC()
+	if intraday {
+		return t.Format("2006-01-02T15:04:05Z")
+	}
+	return t.Format("2006-01-02")
+}
+
+func runGet(e *env, args []string) error {
+	var home, dataset string
+	fs := newFlags(e, "get", &home)
+	fs.StringVar(&dataset, "dataset", "", "look the series up in this dataset only")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 3 {
+		return usagef("want SERIES [FROM [TO]]")
+	}
+	pos = append(pos, "", "")
+	from, err := parseBound(pos[1], false)
+	if err != nil {
+		return usagef("FROM: %v", err)
+	}
+	to, err := parseBound(pos[2], true)
+	if err != nil {
+		return usagef("TO: %v", err)
+	}
+	ref := pos[0]
+	if dataset != "" {
+		ref = dataset + ":" + ref
+	}
+	st, err := openStore(home)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	res, err := st.Get(ref, from, to)
+	if err != nil {
+		return err
+	}
+	defer res.Release()
+	w := bufio.NewWriterSize(e.stdout, 64<<10)
+	w.WriteString("period,value\n")
+	intraday := res.Points.Secs != nil
+	buf := make([]byte, 0, 64)
+	for i := 0; i < res.Points.Len(); i++ {
+		buf = append(buf[:0], formatPeriod(res.Points.Unix(i), intraday)...)
+		buf = append(buf, ',')
+		buf = strconv.AppendFloat(buf, res.Points.Values[i], 'g', -1, 64)
+		buf = append(buf, '\n')
+		w.Write(buf)
+	}
+	return w.Flush()
+}
+
+// infoJSON is the JSON shape of es info.
+type infoJSON struct {
+	ID          string  `json:"id"`
+	Dataset     string  `json:"dataset"`
+	Name        string  `json:"name"`
+	Unit        string  `json:"unit"`
+	Source      string  `json:"source"`
+	Frequency   string  `json:"frequency"`
+	First       string  `json:"first"`
+	Last        string  `json:"last"`
+	Count       int     `json:"count"`
+	LatestValue float64 `json:"latest_value"`
+	Tier        string  `json:"tier"`
+	Batch       uint32  `json:"batch"`
+	Offset      uint32  `json:"offset"`
+	SnapshotID  string  `json:"snapshot_id"`
+	Epoch       uint64  `json:"epoch"`
+	Seq         uint64  `json:"seq"`
+	Updated     string  `json:"updated"`
+}
+
+func runInfo(e *env, args []string) error {
+	var home string
+	fs := newFlags(e, "info", &home)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one SERIES")
+	}
+	st, err := openStore(home)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	in, err := st.Info(pos[0])
+	if err != nil {
+		return err
+	}
+	intraday := in.Frequency.Intraday()
+	tier := "hot"
+	if in.Tier == format.Cold {
+		tier = "cold"
+	}
+	out := infoJSON{ID: in.ID, Dataset: in.Dataset, Name: in.Name, Unit: in.Unit, Source: in.Source,
+		Frequency: string(in.Frequency), Count: in.Count, LatestValue: in.LatestValue, Tier: tier,
+		Batch: in.Batch, Offset: in.Offset, SnapshotID: in.SnapshotID, Epoch: in.Epoch, Seq: in.Seq,
+		Updated: time.Unix(in.Updated, 0).UTC().Format(time.RFC3339)}
+	if in.Count > 0 {
+		out.First, out.Last = formatPeriod(in.First, intraday), formatPeriod(in.Last, intraday)
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func runSearch(e *env, args []string) error {
+	var home string
+	fs := newFlags(e, "search", &home)
+	limit := fs.Int("limit", 20, "maximum results")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("want a QUERY")
+	}
+	st, err := openStore(home)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	hits, err := st.Search(strings.Join(pos, " "), *limit)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tDATASET")
+	for _, h := range hits {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", h.ID, h.Name, h.Dataset)
+	}
+	return tw.Flush()
+}
+
+func runLs(e *env, args []string) error {
+	var home string
+	fs := newFlags(e, "ls", &home)
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	root := filepath.Join(home, localcache.DatasetsDir)
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(e.stdout, "no datasets in %s\n", home)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATASET\tSNAPSHOT\tCURRENT\tROWS\tSERIES\tPERIOD\tSIZE\tCREATED")
+	for _, d := range ents {
+		if !d.IsDir() {
+			continue
+		}
+		dsDir := filepath.Join(root, d.Name())
+		cur, _ := format.ReadCurrent(dsDir)
+		snaps, _ := os.ReadDir(filepath.Join(dsDir, format.SnapshotsDir))
+		for _, s := range snaps {
+			if strings.HasPrefix(s.Name(), format.TempPrefix) {
+				continue
+			}
+			m, err := format.ReadManifest(filepath.Join(dsDir, format.SnapshotsDir, s.Name()))
+			if err != nil {
+				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\tERROR: %v\n", d.Name(), s.Name(), err)
+				continue
+			}
+			var size int64
+			for _, f := range m.Files {
+				size += f.Size
+			}
+			mark := ""
+			if s.Name() == cur {
+				mark = "*"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", d.Name(), m.SnapshotID, mark, m.Rows, m.Series, m.PeriodType, humanBytes(size), m.Created.Format(time.RFC3339))
+		}
+	}
+	return tw.Flush()
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func runVerify(e *env, args []string) error {
+	var home, dataset string
+	fs := newFlags(e, "verify", &home)
+	fs.StringVar(&dataset, "dataset", "", "verify only this dataset")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	root := filepath.Join(home, localcache.DatasetsDir)
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("no datasets: %w", err)
+	}
+	bad, checked := 0, 0
+	for _, d := range ents {
+		if !d.IsDir() || (dataset != "" && d.Name() != dataset) {
+			continue
+		}
+		dsDir := filepath.Join(root, d.Name())
+		cur, err := format.ReadCurrent(dsDir)
+		if err != nil {
+			fmt.Fprintf(e.stdout, "FAIL %s: CURRENT: %v\n", d.Name(), err)
+			bad++
+			continue
+		}
+		snaps, _ := os.ReadDir(filepath.Join(dsDir, format.SnapshotsDir))
+		sawCurrent := false
+		for _, s := range snaps {
+			if strings.HasPrefix(s.Name(), format.TempPrefix) || !s.IsDir() {
+				continue
+			}
+			checked++
+			sawCurrent = sawCurrent || s.Name() == cur
+			m, err := format.Verify(filepath.Join(dsDir, format.SnapshotsDir, s.Name()))
+			if err != nil {
+				fmt.Fprintf(e.stdout, "FAIL %s/%s: %v\n", d.Name(), s.Name(), err)
+				bad++
+				continue
+			}
+			fmt.Fprintf(e.stdout, "ok   %s/%s: %d rows, %d series\n", d.Name(), s.Name(), m.Rows, m.Series)
+		}
+		if !sawCurrent {
+			fmt.Fprintf(e.stdout, "FAIL %s: CURRENT names %s, which is missing\n", d.Name(), cur)
+			bad++
+		}
+	}
+	if checked == 0 && bad == 0 {
+		return errors.New("nothing to verify")
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d problem(s) found", bad)
+	}
+	return nil
+}
