@@ -135,6 +135,15 @@ func snapshotID(m *Manifest) string {
 	return fmt.Sprintf("e%d-s%d-%s", m.Epoch, m.CoversThroughSeq, hex.EncodeToString(h.Sum(nil))[:12])
 }
 
+// The range of periods Write accepts: normalized, their day number must fit
+// the int32 of date32 (about ±5.8 million years), or the period column
+// would wrap around silently. Normalizing moves a period down by at most a
+// year, hence the margin at the low end.
+const (
+	minPeriod = (math.MinInt32 + 366) * 86400
+	maxPeriod = math.MaxInt32 * 86400
+)
+
 func (t *Table) validate() error {
 	n := len(t.Period)
 	if len(t.SeriesIdx) != n || len(t.Value) != n {
@@ -163,6 +172,9 @@ func (t *Table) validate() error {
 	for i, si := range t.SeriesIdx {
 		if si >= ns {
 			return fmt.Errorf("row %d: series index %d out of range", i, si)
+		}
+		if p := t.Period[i]; p < minPeriod || p > maxPeriod {
+			return fmt.Errorf("row %d (series %q): period %d is outside the supported range", i, t.Series[si].ID, p)
 		}
 		if v := t.Value[i]; math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("row %d (series %q): value %v is not a finite number", i, t.Series[si].ID, v)
