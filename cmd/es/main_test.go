@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/energyscope/energyscope/localcache/format"
+)
+
+// es runs a command in-process and returns its exit status and output.
+func es(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(&env{stdout: &out, stderr: &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+func mustES(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errs := es(t, args...)
+	if code != 0 {
+		t.Fatalf("es %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+func TestCLIEndToEnd(t *testing.T) {
+	home := t.TempDir()
+	src := filepath.Join(t.TempDir(), "gen.csv")
+	mustES(t, "gen", "--series", "50", "--rows", "5000", "--seed", "7", "--out", src)
+	mustES(t, "cook", "--home", home, "--dataset", "gen", "--in", src)
+	mustES(t, "cook", "--home", home, "--dataset", "stocks", "--in", "../../server/cook/samples/stocks.csv",
+		"--series-col", "symbol", "--period-col", "date", "--value-col", "price")
+
+	got := mustES(t, "get", "--home", home, "MSFT", "2000-01-01", "2000-03")
+	want := "period,value\n2000-01-01,39.81\n2000-02-01,36.35\n2000-03-01,43.22\n"
+	if got != want {
+		t.Fatalf("es get MSFT:\n%s\nwant\n%s", got, want)
+	}
+	// dataset:series and --dataset name the same thing.
+	if a, b := mustES(t, "get", "--home", home, "stocks:AAPL"), mustES(t, "get", "--home", home, "--dataset", "stocks", "AAPL"); a != b || strings.Count(a, "\n") < 100 {
+		t.Fatalf("dataset forms disagree or too short: %d vs %d lines", strings.Count(a, "\n"), strings.Count(b, "\n"))
+	}
+
+	var info infoJSON
+	if err := json.Unmarshal([]byte(mustES(t, "info", "--home", home, "MSFT")), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Dataset != "stocks" || info.Frequency != "M" || info.First != "2000-01-01" || info.Count != 123 {
+		t.Fatalf("info %+v", info)
+	}
+	if out := mustES(t, "search", "--home", home, "msf"); !strings.Contains(out, "MSFT") {
+		t.Fatalf("search: %s", out)
+	}
+	if out := mustES(t, "ls", "--home", home); !strings.Contains(out, "stocks") || !strings.Contains(out, "gen") {
+		t.Fatalf("ls: %s", out)
+	}
+	mustES(t, "verify", "--home", home)
+
+	// Unknown series: exit 1 with a message.
+	if code, _, errs := es(t, "get", "--home", home, "NOPE"); code != 1 || !strings.Contains(errs, "not found") {
+		t.Fatalf("unknown series: exit %d, %q", code, errs)
+	}
+	// Usage errors exit 2.
+	if code, _, _ := es(t, "get", "--home", home); code != 2 {
+		t.Fatalf("missing SERIES: exit %d", code)
+	}
+	if code, _, _ := es(t, "get", "--home", home, "MSFT", "2000-13-45"); code != 2 {
+		t.Fatalf("bad FROM: exit %d", code)
+	}
+	// --help exits 0 for every command.
+	for _, c := range commands() {
+		if code, _, _ := es(t, c.name, "--help"); code != 0 {
+			t.Errorf("es %s --help: exit %d", c.name, code)
+		}
+	}
+
+	// A flipped byte anywhere is found by verify.
+	dsDir := filepath.Join(home, "datasets", "stocks")
+	id, err := format.ReadCurrent(dsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dsDir, "snapshots", id, format.DataFile)
+	b, _ := os.ReadFile(p)
+	b[len(b)/2] ^= 0x40
+	os.Chmod(p, 0o644)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := es(t, "verify", "--home", home); code != 1 || !strings.Contains(out, "FAIL stocks") {
+		t.Fatalf("verify after flip: exit %d\n%s", code, out)
+	}
+}
+
+func TestCookBadInput(t *testing.T) {
+	home := t.TempDir()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	os.WriteFile(bad, []byte("series_id,period,value\nA,2020-01-01,1\nA,2020-01-02,abc\n"), 0o644)
+	code, _, errs := es(t, "cook", "--home", home, "--dataset", "d", "--in", bad)
+	if code != 1 || !strings.Contains(errs, "bad.csv:3") {
+		t.Fatalf("bad value: exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(home, "datasets", "d", "CURRENT")); !os.IsNotExist(err) {
+		t.Fatalf("a failed cook published something: %v", err)
+	}
+	out := mustES(t, "cook", "--home", home, "--dataset", "d", "--in", bad, "--skip-bad")
+	if !strings.Contains(out, "1 bad rows skipped") {
+		t.Fatalf("skip-bad: %s", out)
+	}
+	if code, _, _ := es(t, "cook", "--home", home, "--dataset", "../x", "--in", bad); code != 2 {
+		t.Fatalf("bad dataset name: exit %d", code)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	out := mustES(t, "demo", "--series", "200", "--rows", "20000")
+	for _, want := range []string{"cooked eia", "cooked iowa", "MSFT", "39.81", "random one-year lookups"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
