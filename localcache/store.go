@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
@@ -46,14 +48,27 @@ var (
 // DatasetsDir is the directory of a home that holds the datasets.
 const DatasetsDir = "datasets"
 
+// WALDir is the directory of a dataset that holds its write-ahead log.
+const WALDir = "wal"
+
 // Options for Open. A nil *Options means defaults.
 type Options struct {
 	// Logger receives warnings (swept temp files, skipped datasets). Nil
 	// discards.
 	Logger *slog.Logger
 	// ReadOnly opens without sweeping or writing anything, for processes
-	// that read a home another process maintains.
+	// that read a home another process maintains: the snapshots are
+	// immutable and the write-ahead log is read up to its last complete
+	// batch, so such a reader sees the writer's latest applied state.
 	ReadOnly bool
+	// CompactRows and CompactBytes start a background compaction of a
+	// dataset when its delta holds that many rows or bytes. Zero means the
+	// default (1M rows, 64 MiB); negative disables that trigger.
+	CompactRows  int
+	CompactBytes int64
+	// Keep is how many snapshots of a dataset stay on disk, the one in
+	// service included. Zero means 2.
+	Keep int
 }
 
 func (o *Options) withDefaults() Options {
@@ -63,6 +78,15 @@ func (o *Options) withDefaults() Options {
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if out.CompactRows == 0 {
+		out.CompactRows = 1_000_000
+	}
+	if out.CompactBytes == 0 {
+		out.CompactBytes = 64 << 20
+	}
+	if out.Keep <= 0 {
+		out.Keep = 2
 	}
 	return out
 }
@@ -82,7 +106,24 @@ type Store struct {
 type Dataset struct {
 	name string
 	dir  string
-	cur  atomic.Pointer[snapshot.Snapshot] // the snapshot in service; holds one reference
+	cur  atomic.Pointer[readState] // the state in service; holds one reference on its snapshot
+
+	// wmu serializes writers (Apply, the swap of Compact and Install,
+	// Refresh); readers never take it. It guards wal.
+	wmu sync.Mutex
+	wal *delta.WAL
+	// cmu serializes compactions and installs, which run mostly outside
+	// wmu so that Apply keeps flowing while a snapshot is written.
+	cmu        sync.Mutex
+	compacting atomic.Bool
+	lastSync   atomic.Int64 // unix nanos of the last Apply or Install
+}
+
+// readState is what a reader sees: a snapshot and the delta over it.
+// Both are replaced together by one pointer swap.
+type readState struct {
+	snap  *snapshot.Snapshot
+	delta *delta.Delta
 }
 
 // Name is the dataset's name.
@@ -91,25 +132,27 @@ func (d *Dataset) Name() string { return d.name }
 // Dir is the dataset's directory.
 func (d *Dataset) Dir() string { return d.dir }
 
-// acquire returns the current snapshot with a reference taken.
-func (d *Dataset) acquire() (*snapshot.Snapshot, error) {
+// acquire returns the current read state with a reference taken on its
+// snapshot; release it with rs.snap.Unref().
+func (d *Dataset) acquire() (*readState, error) {
 	for {
-		s := d.cur.Load()
-		if s == nil {
+		rs := d.cur.Load()
+		if rs == nil {
 			return nil, ErrClosed
 		}
-		if s.TryRef() {
-			return s, nil
+		if rs.snap.TryRef() {
+			return rs, nil
 		}
 		// Swapped and released between Load and TryRef: load again.
 	}
 }
 
-// swap installs s as the snapshot in service and drops the store's
-// reference to the previous one.
-func (d *Dataset) swap(s *snapshot.Snapshot) {
-	if old := d.cur.Swap(s); old != nil {
-		old.Unref()
+// swap installs rs as the state in service and drops the store's
+// reference to the previous snapshot (unless rs keeps the same one).
+func (d *Dataset) swap(rs *readState) {
+	old := d.cur.Swap(rs)
+	if old != nil && (rs == nil || old.snap != rs.snap) {
+		old.snap.Unref()
 	}
 }
 
@@ -170,11 +213,15 @@ func (s *Store) refreshDataset(name string) error {
 		return ErrClosed
 	}
 	d := s.datasets[name]
+	if d == nil {
+		d = &Dataset{name: name, dir: dir}
+	}
 	s.mu.Unlock()
-	if d != nil {
-		if cur := d.cur.Load(); cur != nil && cur.ID() == id {
-			return nil
-		}
+
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if cur := d.cur.Load(); cur != nil && cur.snap.ID() == id {
+		return nil
 	}
 	if !s.opts.ReadOnly {
 		if n, err := format.SweepTemp(dir); err != nil {
@@ -191,20 +238,44 @@ func (s *Store) refreshDataset(name string) error {
 		snap.Close()
 		return fmt.Errorf("dataset %s: snapshot %s belongs to dataset %q", name, id, snap.Manifest.Dataset)
 	}
+	rs, err := s.openDeltaLocked(d, snap)
+	if err != nil {
+		snap.Close()
+		return fmt.Errorf("dataset %s: %w", name, err)
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		snap.Close()
 		return ErrClosed
 	}
-	if d = s.datasets[name]; d == nil {
-		d = &Dataset{name: name, dir: dir}
+	if s.datasets[name] == nil {
 		s.datasets[name] = d
 		s.names = append(s.names, name)
 		sort.Strings(s.names)
 	}
-	d.swap(snap)
+	d.swap(rs)
 	return nil
+}
+
+// openDeltaLocked opens the dataset's write-ahead log (once) and replays
+// the records above what snap covers into a fresh delta. d.wmu is held.
+func (s *Store) openDeltaLocked(d *Dataset, snap *snapshot.Snapshot) (*readState, error) {
+	covers := snap.Manifest.CoversThroughSeq
+	var recs []delta.Record
+	if d.wal == nil {
+		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), s.opts.ReadOnly, covers, s.opts.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("open write-ahead log: %w", err)
+		}
+		d.wal, recs = w, r
+	} else if cur := d.cur.Load(); cur != nil {
+		recs = cur.delta.Records(covers)
+	}
+	dl := delta.New(snap, covers)
+	dl.Apply(recs)
+	return &readState{snap: snap, delta: dl}, nil
 }
 
 // Close stops serving. Readers holding results keep their mappings until
@@ -216,10 +287,18 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	var errs []error
 	for _, d := range s.datasets {
+		d.cmu.Lock() // let a running compaction finish
+		d.wmu.Lock()
 		d.swap(nil)
+		if d.wal != nil {
+			errs = append(errs, d.wal.Close())
+		}
+		d.wmu.Unlock()
+		d.cmu.Unlock()
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // DatasetNames lists the datasets, sorted.
@@ -256,45 +335,70 @@ func (s *Store) datasetList() ([]*Dataset, error) {
 	return out, nil
 }
 
-// locate finds the dataset and index row of a series reference ("id" or
-// "dataset:id") and returns the snapshot with a reference held.
-func (s *Store) locate(ref string) (*Dataset, *snapshot.Snapshot, uint32, error) {
+// located is a series found in a read state, with a reference held on the
+// state's snapshot (release with l.rs.snap.Unref()).
+type located struct {
+	d       *Dataset
+	rs      *readState
+	id      string
+	row     uint32
+	inBase  bool // the snapshot has the series (row is valid)
+	pending bool // the delta has changes for it
+}
+
+func (d *Dataset) find(id string) (located, bool, error) {
+	rs, err := d.acquire()
+	if err != nil {
+		return located{}, false, err
+	}
+	l := located{d: d, rs: rs, id: id}
+	if row, ok := rs.snap.Lookup(id); ok {
+		l.row, l.inBase, l.pending = row, true, rs.delta.Touched(row)
+		return l, true, nil
+	}
+	if rs.delta.Has(id) {
+		l.pending = true
+		return l, true, nil
+	}
+	rs.snap.Unref()
+	return located{}, false, nil
+}
+
+// locate finds a series reference ("id" or "dataset:id").
+func (s *Store) locate(ref string) (located, error) {
 	if i := strings.IndexByte(ref, ':'); i > 0 {
 		if d, err := s.Dataset(ref[:i]); err == nil {
-			snap, err := d.acquire()
+			l, ok, err := d.find(ref[i+1:])
 			if err != nil {
-				return nil, nil, 0, err
+				return located{}, err
 			}
-			if row, ok := snap.Lookup(ref[i+1:]); ok {
-				return d, snap, row, nil
+			if !ok {
+				return located{}, fmt.Errorf("%w: %q in dataset %s", ErrNotFound, ref[i+1:], d.name)
 			}
-			snap.Unref()
-			return nil, nil, 0, fmt.Errorf("%w: %q in dataset %s", ErrNotFound, ref[i+1:], d.name)
+			return l, nil
 		}
 	}
 	ds, err := s.datasetList()
 	if err != nil {
-		return nil, nil, 0, err
+		return located{}, err
 	}
 	for _, d := range ds {
-		snap, err := d.acquire()
-		if err != nil {
-			continue
+		if l, ok, err := d.find(ref); err == nil && ok {
+			return l, nil
 		}
-		if row, ok := snap.Lookup(ref); ok {
-			return d, snap, row, nil
-		}
-		snap.Unref()
 	}
-	return nil, nil, 0, fmt.Errorf("%w: %q", ErrNotFound, ref)
+	return located{}, fmt.Errorf("%w: %q", ErrNotFound, ref)
 }
 
 // Result is the answer to Get. Points may alias a mapping: they are valid
-// until Release, which must be called exactly once.
+// until Release, which must be called exactly once. Read periods with
+// Points.Unix: a series with pending changes comes back in Secs even from
+// a date32 snapshot.
 type Result struct {
-	Dataset string
-	Points  snapshot.Points
-	snap    *snapshot.Snapshot
+	Dataset   string
+	Frequency format.Frequency
+	Points    snapshot.Points
+	snap      *snapshot.Snapshot
 }
 
 // Release lets go of the snapshot reference the points came from.
@@ -306,18 +410,74 @@ func (r *Result) Release() {
 }
 
 // Get returns the points of series ref with from <= period <= to (unix
-// seconds UTC, bucket starts; use snapshot.MinTime/MaxTime for open ends).
+// seconds UTC, bucket starts; use snapshot.MinTime/MaxTime for open ends),
+// the delta shadowing the snapshot. A series without pending changes is a
+// slice of the mapping; one with changes is merged into fresh slices.
 func (s *Store) Get(ref string, from, to int64) (Result, error) {
-	d, snap, row, err := s.locate(ref)
+	l, err := s.locate(ref)
 	if err != nil {
 		return Result{}, err
 	}
-	pts, err := snap.Get(row, from, to)
+	res := Result{Dataset: l.d.name, snap: l.rs.snap}
+	if !l.pending {
+		res.Frequency = l.rs.snap.Frequency(l.row)
+		if res.Points, err = l.rs.snap.Get(l.row, from, to); err != nil {
+			res.Release()
+			return Result{}, fmt.Errorf("get %s: %w", ref, err)
+		}
+		return res, nil
+	}
+	pts, freq, err := l.merged(from, to)
 	if err != nil {
-		snap.Unref()
+		res.Release()
 		return Result{}, fmt.Errorf("get %s: %w", ref, err)
 	}
-	return Result{Dataset: d.name, Points: pts, snap: snap}, nil
+	res.Points, res.Frequency = pts, freq
+	return res, nil
+}
+
+// merged returns base + delta for a pending series in [from, to].
+func (l located) merged(from, to int64) (snapshot.Points, format.Frequency, error) {
+	var base snapshot.Points
+	var freq format.Frequency
+	if l.inBase {
+		var err error
+		if base, err = l.rs.snap.Get(l.row, from, to); err != nil {
+			return snapshot.Points{}, "", err
+		}
+		freq = l.rs.snap.Frequency(l.row)
+	}
+	dp, dfreq, _, _ := l.rs.delta.Range(l.id, from, to)
+	if freq == "" {
+		freq = dfreq
+	}
+	return mergePoints(base, dp), freq, nil
+}
+
+// mergePoints merges a snapshot slice with the delta points of the same
+// series and range: a delta point replaces the base point with the same
+// period; a tombstone removes it.
+func mergePoints(base snapshot.Points, dp []delta.Point) snapshot.Points {
+	n := base.Len() + len(dp)
+	out := snapshot.Points{Secs: make([]int64, 0, n), Values: make([]float64, 0, n)}
+	i, j := 0, 0
+	for i < base.Len() || j < len(dp) {
+		switch {
+		case j == len(dp) || (i < base.Len() && base.Unix(i) < dp[j].Period):
+			out.Secs = append(out.Secs, base.Unix(i))
+			out.Values = append(out.Values, base.Values[i])
+			i++
+			continue
+		case i < base.Len() && base.Unix(i) == dp[j].Period:
+			i++ // shadowed by the delta
+		}
+		if !dp[j].Deleted {
+			out.Secs = append(out.Secs, dp[j].Period)
+			out.Values = append(out.Values, dp[j].Value)
+		}
+		j++
+	}
+	return out
 }
 
 // Copy returns copies of the points of series ref in [from, to] as unix
@@ -336,26 +496,54 @@ func (s *Store) Copy(ref string, from, to int64) (periods []int64, values []floa
 	return periods, slices.Clone(r.Points.Values), nil
 }
 
-// Info describes a series: every field of its index row, plus where it is
+// Info describes a series: every field of its index row with the delta
+// applied (bounds, count, latest value and metadata), plus where it is
 // served from.
 type Info struct {
 	snapshot.Info
 	Dataset    string
 	SnapshotID string
 	Epoch      uint64
-	Seq        uint64
-	Updated    int64 // unix seconds the snapshot was created
+	Seq        uint64 // highest seq applied to the dataset
+	Pending    bool   // the delta has changes for this series
+	Updated    int64  // unix seconds: snapshot creation, or the last Apply touching the dataset
 }
 
 // Info returns the series' metadata.
 func (s *Store) Info(ref string) (Info, error) {
-	d, snap, row, err := s.locate(ref)
+	l, err := s.locate(ref)
 	if err != nil {
 		return Info{}, err
 	}
-	defer snap.Unref()
-	m := snap.Manifest
-	return Info{Info: snap.Info(row), Dataset: d.name, SnapshotID: m.SnapshotID, Epoch: m.Epoch, Seq: m.CoversThroughSeq, Updated: m.Created.Unix()}, nil
+	defer l.rs.snap.Unref()
+	m := l.rs.snap.Manifest
+	in := Info{Dataset: l.d.name, SnapshotID: m.SnapshotID, Epoch: m.Epoch, Seq: l.rs.delta.LastSeq(), Updated: m.Created.Unix(), Pending: l.pending}
+	if l.inBase {
+		in.Info = l.rs.snap.Info(l.row)
+	} else {
+		in.ID = l.id
+		in.LatestValue = math.NaN()
+	}
+	if !l.pending {
+		return in, nil
+	}
+	if t := l.d.lastSync.Load(); t > 0 {
+		in.Updated = t / 1e9
+	}
+	pts, freq, err := l.merged(snapshot.MinTime, snapshot.MaxTime)
+	if err != nil {
+		return Info{}, err
+	}
+	in.Frequency = freq
+	in.Count = pts.Len()
+	in.First, in.Last, in.LatestValue = 0, 0, math.NaN()
+	if n := pts.Len(); n > 0 {
+		in.First, in.Last, in.LatestValue = pts.Unix(0), pts.Unix(n-1), pts.Values[n-1]
+	}
+	if _, _, meta, _ := l.rs.delta.Range(l.id, 1, 0); meta != nil {
+		in.Name, in.Unit, in.Source = meta.Name, meta.Unit, meta.Source
+	}
+	return in, nil
 }
 
 // Latest returns the last period (unix seconds) and value of a series.
@@ -379,22 +567,39 @@ type SearchHit struct {
 }
 
 // Search finds series by id or name across datasets (see
-// snapshot.Snapshot.Search for the ranking).
+// snapshot.Snapshot.Search for the ranking); series that only the delta
+// has are found by substring.
 func (s *Store) Search(query string, limit int) ([]SearchHit, error) {
 	ds, err := s.datasetList()
 	if err != nil {
 		return nil, err
 	}
+	q := strings.ToLower(strings.TrimSpace(query))
 	var hits []SearchHit
 	for _, d := range ds {
-		snap, err := d.acquire()
+		rs, err := d.acquire()
 		if err != nil {
 			continue
 		}
-		for _, m := range snap.Search(query, limit) {
+		for _, m := range rs.snap.Search(query, limit) {
 			hits = append(hits, SearchHit{Dataset: d.name, ID: m.ID, Name: m.Name, Score: m.Score})
 		}
-		snap.Unref()
+		if q != "" {
+			for _, id := range rs.delta.SeriesIDs() {
+				if _, inBase := rs.snap.Lookup(id); inBase {
+					continue
+				}
+				_, _, meta, _ := rs.delta.Range(id, 1, 0)
+				name := ""
+				if meta != nil {
+					name = meta.Name
+				}
+				if strings.Contains(strings.ToLower(id), q) || strings.Contains(strings.ToLower(name), q) {
+					hits = append(hits, SearchHit{Dataset: d.name, ID: id, Name: name, Score: 25})
+				}
+			}
+		}
+		rs.snap.Unref()
 	}
 	sort.SliceStable(hits, func(a, b int) bool {
 		if hits[a].Score != hits[b].Score {
@@ -413,9 +618,15 @@ func (s *Store) Search(query string, limit int) ([]SearchHit, error) {
 
 // DatasetStatus describes a dataset for listings.
 type DatasetStatus struct {
-	Name     string
-	Manifest format.Manifest
-	Dir      string // the snapshot directory in service
+	Name         string
+	Manifest     format.Manifest
+	Dir          string // the snapshot directory in service
+	Seq          uint64 // highest seq applied (snapshot + delta)
+	DeltaSeries  int
+	DeltaRows    int
+	DeltaRecords int
+	WALBytes     int64
+	LastSync     int64 // unix nanos of the last Apply or Install by this process; 0 if none
 }
 
 // Status lists the datasets and their snapshots in service.
@@ -426,12 +637,20 @@ func (s *Store) Status() ([]DatasetStatus, error) {
 	}
 	out := make([]DatasetStatus, 0, len(ds))
 	for _, d := range ds {
-		snap, err := d.acquire()
+		rs, err := d.acquire()
 		if err != nil {
 			continue
 		}
-		out = append(out, DatasetStatus{Name: d.name, Manifest: *snap.Manifest, Dir: snap.Dir})
-		snap.Unref()
+		st := DatasetStatus{Name: d.name, Manifest: *rs.snap.Manifest, Dir: rs.snap.Dir, Seq: rs.delta.LastSeq()}
+		st.DeltaSeries, st.DeltaRows, st.DeltaRecords, _ = rs.delta.Stats()
+		d.wmu.Lock()
+		if d.wal != nil {
+			st.WALBytes = d.wal.Size()
+		}
+		d.wmu.Unlock()
+		st.LastSync = d.lastSync.Load()
+		rs.snap.Unref()
+		out = append(out, st)
 	}
 	return out, nil
 }

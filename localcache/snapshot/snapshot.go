@@ -42,7 +42,7 @@ type Snapshot struct {
 	hash  format.Hash
 
 	refs     atomic.Int64
-	onClose  func() // called after unmapping; may be nil
+	onClose  atomic.Pointer[func()] // called after unmapping; may be nil
 	searchIx atomic.Pointer[searchIndex]
 }
 
@@ -101,7 +101,7 @@ func Open(dir string) (s *Snapshot, err error) {
 // OnClose registers f to run after the last reference is dropped and the
 // files are unmapped (used to delete retired snapshots; Windows cannot
 // delete an open file).
-func (s *Snapshot) OnClose(f func()) { s.onClose = f }
+func (s *Snapshot) OnClose(f func()) { s.onClose.Store(&f) }
 
 // TryRef takes a reference unless the snapshot is already released.
 func (s *Snapshot) TryRef() bool {
@@ -121,8 +121,8 @@ func (s *Snapshot) Unref() {
 	switch n := s.refs.Add(-1); {
 	case n == 0:
 		s.release()
-		if s.onClose != nil {
-			s.onClose()
+		if f := s.onClose.Load(); f != nil {
+			(*f)()
 		}
 	case n < 0:
 		panic("snapshot: Unref without a reference")
@@ -303,3 +303,16 @@ func (s *Snapshot) Info(row uint32) Info {
 
 // ID returns the series id of an index row, aliasing the mapping.
 func (s *Snapshot) SeriesID(row uint32) string { return s.index.ID(row) }
+
+// Frequency returns the frequency of an index row as one of the format
+// constants (never aliasing the mapping).
+func (s *Snapshot) Frequency(row uint32) format.Frequency {
+	f, err := format.ParseFrequency(string(s.index.Frequency(row)))
+	if err != nil {
+		return format.Daily
+	}
+	return f
+}
+
+// Row is Lookup under the name delta.Base uses.
+func (s *Snapshot) Row(id string) (uint32, bool) { return s.Lookup(id) }

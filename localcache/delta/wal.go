@@ -1,0 +1,429 @@
+package delta
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/energyscope/energyscope/localcache/format"
+)
+
+// WAL layout: a directory of segments named <first-seq, 20 digits>.wal.
+// A segment starts with the 8-byte magic "ESWAL\0\0\1" and holds frames:
+//
+//	uint32 payload length | uint32 CRC-32C of payload | payload
+//
+// One frame is one batch (so a batch is all there or, if torn, all gone).
+// Payload: uvarint record count, then per record: uvarint seq, byte op,
+// varint period, 8 bytes value (IEEE 754 LE), uvarint id length + id,
+// byte hasMeta, and if set four uvarint-length strings (name, unit,
+// source, frequency).
+const (
+	walMagic     = "ESWAL\x00\x00\x01"
+	walExt       = ".wal"
+	frameHeader  = 8
+	maxFrameSize = 64 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// EncodeBatch appends the payload encoding of batch to dst.
+func EncodeBatch(dst []byte, batch []Record) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(batch)))
+	for i := range batch {
+		r := &batch[i]
+		dst = binary.AppendUvarint(dst, r.Seq)
+		dst = append(dst, byte(r.Op))
+		dst = binary.AppendVarint(dst, r.Period)
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(r.Value))
+		dst = appendString(dst, r.SeriesID)
+		if r.Meta == nil {
+			dst = append(dst, 0)
+			continue
+		}
+		dst = append(dst, 1)
+		dst = appendString(dst, r.Meta.Name)
+		dst = appendString(dst, r.Meta.Unit)
+		dst = appendString(dst, r.Meta.Source)
+		dst = appendString(dst, string(r.Meta.Frequency))
+	}
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+var errShort = errors.New("truncated payload")
+
+// DecodeBatch decodes a payload written by EncodeBatch. It never panics on
+// arbitrary input.
+func DecodeBatch(p []byte) ([]Record, error) {
+	d := decoder{b: p}
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(p)) { // every record takes more than a byte
+		return nil, fmt.Errorf("record count %d exceeds payload", n)
+	}
+	out := make([]Record, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var r Record
+		r.Seq = d.uvarint()
+		r.Op = Op(d.byte())
+		r.Period = d.varint()
+		r.Value = math.Float64frombits(d.uint64())
+		r.SeriesID = d.string()
+		if d.byte() == 1 {
+			r.Meta = &Meta{Name: d.string(), Unit: d.string(), Source: d.string()}
+			r.Meta.Frequency = format.Frequency(d.string())
+		}
+		out = append(out, r)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	return out, nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) < 1 {
+		d.err = errShort
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uint64() uint64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.err = errShort
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errShort
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// WAL is the write-ahead log of one dataset. Append is not safe for
+// concurrent use; the store serializes writers.
+type WAL struct {
+	dir      string
+	readOnly bool
+	f        *os.File // active segment, nil when read-only
+	segs     []uint64 // first seq of each segment, ascending; last is active
+	buf      []byte
+	size     int64 // bytes in all segments
+	active   int64 // bytes in the active segment (end of its last complete frame)
+}
+
+// OpenWAL opens (creating if needed) the log in dir and returns the
+// records of every complete, intact frame in order. A torn or corrupt
+// frame ends the log: it and everything after it are cut off (unless
+// readOnly) and reported through log as a warning, never as an error.
+// Records at or below skipThrough are not returned.
+func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*WAL, []Record, error) {
+	w := &WAL{dir: dir, readOnly: readOnly}
+	if !readOnly {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, err
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil && !(readOnly && errors.Is(err, os.ErrNotExist)) {
+		return nil, nil, err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, walExt) {
+			continue
+		}
+		seq, err := strconv.ParseUint(strings.TrimSuffix(name, walExt), 10, 64)
+		if err != nil {
+			continue
+		}
+		w.segs = append(w.segs, seq)
+	}
+	slices.Sort(w.segs)
+	var recs []Record
+	var lastSeq uint64
+	for i, first := range w.segs {
+		path := w.segPath(first)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		good, batches, why := scanSegment(b)
+		for _, batch := range batches {
+			for _, r := range batch {
+				if r.Seq > lastSeq {
+					lastSeq = r.Seq
+				}
+				if r.Seq > skipThrough {
+					recs = append(recs, r)
+				}
+			}
+		}
+		w.size += int64(good)
+		if why == nil {
+			continue
+		}
+		log.Warn("write-ahead log: cutting off a torn or corrupt tail", "segment", path, "offset", good, "reason", why, "later_segments_dropped", len(w.segs)-i-1)
+		if !readOnly {
+			if err := os.Truncate(path, int64(good)); err != nil {
+				return nil, nil, fmt.Errorf("truncate torn wal tail: %w", err)
+			}
+			for _, later := range w.segs[i+1:] {
+				if err := os.Remove(w.segPath(later)); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		w.segs = w.segs[:i+1]
+		break
+	}
+	if readOnly {
+		return w, recs, nil
+	}
+	if len(w.segs) == 0 {
+		if err := w.newSegment(lastSeq + 1); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		f, err := os.OpenFile(w.segPath(w.segs[len(w.segs)-1]), os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		w.f, w.active = f, st.Size()
+	}
+	return w, recs, nil
+}
+
+// scanSegment returns the length of the intact prefix of a segment, the
+// batches in it, and why it stopped early (nil at a clean end).
+func scanSegment(b []byte) (good int, batches [][]Record, why error) {
+	if len(b) < len(walMagic) {
+		if len(b) == 0 {
+			return 0, nil, errors.New("empty segment")
+		}
+		return 0, nil, errors.New("torn segment header")
+	}
+	if string(b[:len(walMagic)]) != walMagic {
+		return 0, nil, errors.New("bad segment magic")
+	}
+	off := len(walMagic)
+	for off < len(b) {
+		if len(b)-off < frameHeader {
+			return off, batches, fmt.Errorf("torn frame header at %d", off)
+		}
+		n := binary.LittleEndian.Uint32(b[off:])
+		crc := binary.LittleEndian.Uint32(b[off+4:])
+		if n > maxFrameSize || int(n) > len(b)-off-frameHeader {
+			return off, batches, fmt.Errorf("torn frame at %d (length %d)", off, n)
+		}
+		p := b[off+frameHeader : off+frameHeader+int(n)]
+		if crc32.Checksum(p, castagnoli) != crc {
+			return off, batches, fmt.Errorf("frame checksum mismatch at %d", off)
+		}
+		batch, err := DecodeBatch(p)
+		if err != nil {
+			return off, batches, fmt.Errorf("frame at %d: %w", off, err)
+		}
+		batches = append(batches, batch)
+		off += frameHeader + int(n)
+	}
+	return off, batches, nil
+}
+
+func (w *WAL) segPath(first uint64) string {
+	return filepath.Join(w.dir, fmt.Sprintf("%020d%s", first, walExt))
+}
+
+func (w *WAL) newSegment(first uint64) error {
+	path := w.segPath(first)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write([]byte(walMagic)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := format.SyncDir(w.dir); err != nil {
+		f.Close()
+		return err
+	}
+	if w.f != nil {
+		w.f.Close()
+	}
+	w.f = f
+	w.active = int64(len(walMagic))
+	if n := len(w.segs); n == 0 || w.segs[n-1] != first {
+		w.segs = append(w.segs, first)
+	}
+	w.size += int64(len(walMagic))
+	return nil
+}
+
+// Append writes batch as one frame and fsyncs. On error the frame may be
+// partly written; the caller must not acknowledge the batch, and the next
+// open cuts the torn frame off. After an error the WAL refuses further
+// appends until reopened (the position of the file is unknown).
+func (w *WAL) Append(batch []Record) error {
+	if w.f == nil {
+		return errors.New("write-ahead log is read-only or failed")
+	}
+	w.buf = append(w.buf[:0], make([]byte, frameHeader)...)
+	w.buf = EncodeBatch(w.buf, batch)
+	p := w.buf[frameHeader:]
+	if len(p) > maxFrameSize {
+		return fmt.Errorf("batch of %d bytes exceeds the %d-byte frame limit", len(p), maxFrameSize)
+	}
+	binary.LittleEndian.PutUint32(w.buf, uint32(len(p)))
+	binary.LittleEndian.PutUint32(w.buf[4:], crc32.Checksum(p, castagnoli))
+	if _, err := w.f.Write(w.buf); err != nil {
+		// A short write (a full disk): cut the partial frame off so the
+		// log stays appendable once space is freed. If even that fails,
+		// stop appending; the next open cuts the torn frame.
+		if terr := w.truncateActive(); terr != nil {
+			w.fail()
+		}
+		return fmt.Errorf("append to write-ahead log: %w", err)
+	}
+	if err := w.f.Sync(); err != nil {
+		w.fail()
+		return fmt.Errorf("fsync write-ahead log: %w", err)
+	}
+	w.size += int64(len(w.buf))
+	w.active += int64(len(w.buf))
+	return nil
+}
+
+// truncateActive cuts the active segment back to its last complete frame.
+func (w *WAL) truncateActive() error {
+	if err := w.f.Truncate(w.active); err != nil {
+		return err
+	}
+	return w.f.Sync()
+}
+
+func (w *WAL) fail() {
+	w.f.Close()
+	w.f = nil
+}
+
+// Rotate starts a new segment whose records will all have seq >= next.
+// Compaction rotates before it folds, so that once the new snapshot is in
+// place every older segment can be deleted whole.
+func (w *WAL) Rotate(next uint64) error {
+	if w.readOnly {
+		return errors.New("write-ahead log is read-only")
+	}
+	if n := len(w.segs); n > 0 && w.segs[n-1] >= next {
+		return nil // the active segment already starts there
+	}
+	return w.newSegment(next)
+}
+
+// DropThrough deletes segments whose records all have seq <= seq.
+func (w *WAL) DropThrough(seq uint64) error {
+	if w.readOnly {
+		return nil
+	}
+	keep := 0
+	for i := 0; i+1 < len(w.segs); i++ {
+		if w.segs[i+1]-1 > seq { // the segment may hold records above seq
+			break
+		}
+		path := w.segPath(w.segs[i])
+		st, err := os.Stat(path)
+		if err == nil {
+			w.size -= st.Size()
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		keep = i + 1
+	}
+	w.segs = w.segs[keep:]
+	return format.SyncDir(w.dir)
+}
+
+// Size is the number of bytes in the log.
+func (w *WAL) Size() int64 { return w.size }
+
+// Close closes the active segment.
+func (w *WAL) Close() error {
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	return err
+}
+

@@ -1,0 +1,453 @@
+package localcache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+)
+
+// ErrReadOnly is returned by writes to a store opened read-only.
+var ErrReadOnly = errors.New("store is read-only")
+
+// Apply appends a batch of records to the dataset's write-ahead log,
+// fsyncs it, and then makes the whole batch visible to readers at once.
+// The batch is validated first (strictly increasing seqs, finite values,
+// known ops); an invalid batch changes nothing. Records whose seq is at or
+// below the dataset's last applied seq are skipped, so re-applying a batch
+// is a no-op. It returns the number of records applied. When the call
+// fails (a full disk, a failed fsync) nothing of the batch is visible and
+// the store keeps serving its previous state.
+func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
+	if s.opts.ReadOnly {
+		return 0, ErrReadOnly
+	}
+	d, err := s.Dataset(dataset)
+	if err != nil {
+		return 0, err
+	}
+	if err := delta.Validate(batch); err != nil {
+		return 0, err
+	}
+	d.wmu.Lock()
+	rs := d.cur.Load()
+	if rs == nil {
+		d.wmu.Unlock()
+		return 0, ErrClosed
+	}
+	last := rs.delta.LastSeq()
+	i := sort.Search(len(batch), func(i int) bool { return batch[i].Seq > last })
+	fresh := batch[i:]
+	if len(fresh) == 0 {
+		d.wmu.Unlock()
+		return 0, nil
+	}
+	if err := d.wal.Append(fresh); err != nil {
+		d.wmu.Unlock()
+		return 0, fmt.Errorf("dataset %s: %w", dataset, err)
+	}
+	n := rs.delta.Apply(fresh)
+	d.lastSync.Store(time.Now().UnixNano())
+	_, rows, _, bytes := rs.delta.Stats()
+	d.wmu.Unlock()
+
+	if (s.opts.CompactRows > 0 && rows >= s.opts.CompactRows) || (s.opts.CompactBytes > 0 && bytes >= s.opts.CompactBytes) {
+		if d.compacting.CompareAndSwap(false, true) {
+			go func() {
+				defer d.compacting.Store(false)
+				if _, err := s.Compact(dataset); err != nil && !errors.Is(err, ErrClosed) {
+					s.opts.Logger.Error("automatic compaction failed", "dataset", dataset, "err", err)
+				}
+			}()
+		}
+	}
+	return n, nil
+}
+
+// LastSeq returns the highest seq applied to a dataset.
+func (s *Store) LastSeq(dataset string) (uint64, error) {
+	d, err := s.Dataset(dataset)
+	if err != nil {
+		return 0, err
+	}
+	rs, err := d.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer rs.snap.Unref()
+	return rs.delta.LastSeq(), nil
+}
+
+// Compact folds the dataset's delta into a new snapshot written with the
+// cook's code (format.Write), publishes it beside the old one, swaps the
+// read state and moves CURRENT last, then drops the write-ahead log
+// segments the new snapshot covers. Apply keeps working while the snapshot
+// is written; readers are never blocked. With nothing pending it returns
+// the current manifest and does nothing. The same base and delta always
+// give byte-identical data, index and hash files.
+func (s *Store) Compact(dataset string) (*format.Manifest, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	d, err := s.Dataset(dataset)
+	if err != nil {
+		return nil, err
+	}
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+
+	// Freeze what to fold: everything applied so far (seq <= upTo).
+	d.wmu.Lock()
+	rs := d.cur.Load()
+	if rs == nil || !rs.snap.TryRef() {
+		d.wmu.Unlock()
+		return nil, ErrClosed
+	}
+	defer rs.snap.Unref()
+	pending, upTo := rs.delta.Snapshot()
+	if len(pending) == 0 {
+		d.wmu.Unlock()
+		m := *rs.snap.Manifest
+		return &m, nil
+	}
+	// Records from here on go to a new segment, so the old ones can be
+	// deleted whole once the new snapshot is in place.
+	err = d.wal.Rotate(upTo + 1)
+	d.wmu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: rotate write-ahead log: %w", dataset, err)
+	}
+
+	t := foldTable(rs.snap, pending)
+	base := rs.snap.Manifest
+	m, err := s.writeSnapshot(d, t, format.WriteOptions{Dataset: dataset, Epoch: base.Epoch, CoversThroughSeq: upTo})
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", dataset, err)
+	}
+	if err := s.installPublished(d, m, false); err != nil {
+		return nil, fmt.Errorf("compact %s: %w", dataset, err)
+	}
+	return m, nil
+}
+
+// writeSnapshot writes t into a temporary directory and renames it into
+// snapshots/<id> (CURRENT is not touched).
+func (s *Store) writeSnapshot(d *Dataset, t *format.Table, o format.WriteOptions) (*format.Manifest, error) {
+	tmp, err := format.TempSnapshotDir(d.dir)
+	if err != nil {
+		return nil, err
+	}
+	m, _, err := format.Write(tmp, t, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := placeSnapshot(d.dir, tmp, m.SnapshotID); err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	return m, nil
+}
+
+// placeSnapshot renames a finished temporary snapshot directory to its id
+// (or drops it if that snapshot is already there: same id, same bytes).
+func placeSnapshot(datasetDir, tmp, id string) error {
+	root := filepath.Join(datasetDir, format.SnapshotsDir)
+	final := filepath.Join(root, id)
+	if _, err := os.Stat(final); err == nil {
+		return os.RemoveAll(tmp)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	return format.SyncDir(root)
+}
+
+// installPublished opens the placed snapshot m, swaps it in with the delta
+// records it does not cover, moves CURRENT, trims the log and retires old
+// snapshots. newEpoch drops every pending record (a full replacement).
+// d.cmu is held.
+func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) error {
+	snap, err := snapshot.Open(filepath.Join(d.dir, format.SnapshotsDir, m.SnapshotID))
+	if err != nil {
+		return err
+	}
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	cur := d.cur.Load()
+	if cur == nil {
+		snap.Close()
+		return ErrClosed
+	}
+	covers := m.CoversThroughSeq
+	var recs []delta.Record
+	lastSeq := covers
+	if !newEpoch {
+		recs = cur.delta.Records(covers)
+	} else if l := cur.delta.LastSeq(); l > lastSeq {
+		// Sequence numbers keep increasing across epochs.
+		lastSeq = l
+	}
+	dl := delta.New(snap, lastSeq)
+	dl.Apply(recs)
+	if err := d.wal.Rotate(max(lastSeq, cur.delta.LastSeq()) + 1); err != nil {
+		snap.Close()
+		return fmt.Errorf("rotate write-ahead log: %w", err)
+	}
+	old := cur.snap
+	d.swap(&readState{snap: snap, delta: dl})
+	d.lastSync.Store(time.Now().UnixNano())
+	// CURRENT moves last: a crash before this line restarts on the old
+	// snapshot with the full log, which is the same state.
+	if err := format.WriteCurrent(d.dir, m.SnapshotID); err != nil {
+		return fmt.Errorf("move CURRENT: %w", err)
+	}
+	dropThrough := covers
+	if newEpoch {
+		dropThrough = ^uint64(0)
+	}
+	if err := d.wal.DropThrough(dropThrough); err != nil {
+		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
+	}
+	s.retireLocked(d, m.SnapshotID, old)
+	return nil
+}
+
+// retireLocked deletes snapshots beyond the retention count, newest kept
+// first. The snapshot just replaced is deleted only after its last reader
+// lets go (Windows cannot delete an open file; elsewhere this keeps the
+// directory while it is mapped, for tools that inspect it).
+func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snapshot) {
+	root := filepath.Join(d.dir, format.SnapshotsDir)
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	type snapDir struct {
+		name    string
+		modTime time.Time
+	}
+	var others []snapDir
+	for _, e := range ents {
+		if !e.IsDir() || e.Name() == current || strings.HasPrefix(e.Name(), format.TempPrefix) {
+			continue
+		}
+		var mt time.Time
+		if fi, err := e.Info(); err == nil {
+			mt = fi.ModTime()
+		}
+		others = append(others, snapDir{e.Name(), mt})
+	}
+	// Newest first (directories are renamed into place when finished).
+	slices.SortFunc(others, func(a, b snapDir) int { return b.modTime.Compare(a.modTime) })
+	keep := s.opts.Keep - 1
+	if keep < 0 {
+		keep = 0
+	}
+	for i, o := range others {
+		if i < keep {
+			continue
+		}
+		dir := filepath.Join(root, o.name)
+		if replaced != nil && replaced.ID() == o.name {
+			replaced.OnClose(func() {
+				if err := os.RemoveAll(dir); err != nil {
+					s.opts.Logger.Warn("delete retired snapshot", "dir", dir, "err", err)
+				}
+			})
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			s.opts.Logger.Warn("delete retired snapshot", "dir", dir, "err", err)
+		}
+	}
+}
+
+// Install swaps in a snapshot built elsewhere (downloaded from the server,
+// or compacted by another process). Every file is first checked against
+// the manifest's sizes and SHA-256; a snapshot that fails is refused and
+// the current one keeps serving. Delta records above the new snapshot's
+// covers_through_seq are kept. A snapshot of a later epoch (a full
+// replacement) drops all pending records. dir is copied into the store
+// (moved when it is on the same file system and named like a temporary
+// snapshot directory of this dataset).
+func (s *Store) Install(dataset, dir string) (*format.Manifest, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	m, err := format.ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	if m.Dataset != dataset {
+		return nil, fmt.Errorf("install: snapshot belongs to dataset %q, not %q", m.Dataset, dataset)
+	}
+	if err := format.VerifyFiles(dir, m); err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	dsDir := s.DatasetDir(dataset)
+	d, derr := s.Dataset(dataset)
+	if derr == nil {
+		d.cmu.Lock()
+		defer d.cmu.Unlock()
+		cur := d.cur.Load()
+		if cur == nil {
+			return nil, ErrClosed
+		}
+		cm := cur.snap.Manifest
+		if m.Epoch < cm.Epoch || (m.Epoch == cm.Epoch && m.CoversThroughSeq < cm.CoversThroughSeq) {
+			return nil, fmt.Errorf("install: snapshot %s is older than %s in service", m.SnapshotID, cm.SnapshotID)
+		}
+		if m.SnapshotID == cm.SnapshotID {
+			return m, nil
+		}
+	}
+	tmp, err := s.stageCopy(dsDir, dir, m)
+	if err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	if derr != nil {
+		// A dataset new to this store.
+		if _, err := format.Publish(dsDir, tmp, m); err != nil {
+			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		if err := s.refreshDataset(dataset); err != nil {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		return m, nil
+	}
+	if err := placeSnapshot(dsDir, tmp, m.SnapshotID); err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	newEpoch := m.Epoch > d.cur.Load().snap.Manifest.Epoch
+	if err := s.installPublished(d, m, newEpoch); err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	return m, nil
+}
+
+// stageCopy brings dir's files into a temporary snapshot directory of the
+// dataset: by rename when dir already is one, else by copy (re-checking
+// nothing: VerifyFiles ran on the source and the copy is fsynced).
+func (s *Store) stageCopy(dsDir, dir string, m *format.Manifest) (string, error) {
+	root := filepath.Join(dsDir, format.SnapshotsDir)
+	if filepath.Dir(filepath.Clean(dir)) == filepath.Clean(root) && strings.HasPrefix(filepath.Base(dir), format.TempPrefix) {
+		return dir, nil
+	}
+	tmp, err := format.TempSnapshotDir(dsDir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", err
+	}
+	names := []string{format.ManifestFile}
+	for _, f := range m.Files {
+		names = append(names, f.Name)
+	}
+	for _, n := range names {
+		if err := copyFileSync(filepath.Join(dir, n), filepath.Join(tmp, n)); err != nil {
+			os.RemoveAll(tmp)
+			return "", err
+		}
+	}
+	if err := format.SyncDir(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+func copyFileSync(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// foldTable builds the rows of base + pending for format.Write: every
+// base series (its metadata overridden by the delta's latest, if any) and
+// every series only the delta has.
+func foldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) *format.Table {
+	n := snap.NumSeries()
+	rows := int(snap.Manifest.Rows)
+	for _, p := range pending {
+		rows += len(p.Points)
+	}
+	t := &format.Table{
+		Series:    make([]format.SeriesMeta, 0, n+len(pending)),
+		SeriesIdx: make([]uint32, 0, rows),
+		Period:    make([]int64, 0, rows),
+		Value:     make([]float64, 0, rows),
+	}
+	add := func(meta format.SeriesMeta, pts snapshot.Points) {
+		si := uint32(len(t.Series))
+		t.Series = append(t.Series, meta)
+		for i := 0; i < pts.Len(); i++ {
+			t.SeriesIdx = append(t.SeriesIdx, si)
+			t.Period = append(t.Period, pts.Unix(i))
+		}
+		t.Value = append(t.Value, pts.Values...)
+	}
+	override := func(meta *format.SeriesMeta, p *delta.Series) {
+		if p.Meta != nil {
+			meta.Name, meta.Unit, meta.Source = p.Meta.Name, p.Meta.Unit, p.Meta.Source
+		}
+	}
+	for row := uint32(0); row < uint32(n); row++ {
+		in := snap.Info(row)
+		meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: snap.Frequency(row), Tier: in.Tier}
+		pts, err := snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
+		if err != nil {
+			pts = snapshot.Points{}
+		}
+		if p := pending[in.ID]; p != nil {
+			override(&meta, p)
+			pts = mergePoints(pts, p.Points)
+		}
+		add(meta, pts)
+	}
+	for _, id := range sortedKeys(pending) {
+		if _, ok := snap.Lookup(id); ok {
+			continue
+		}
+		p := pending[id]
+		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
+		override(&meta, p)
+		add(meta, mergePoints(snapshot.Points{}, p.Points))
+	}
+	return t
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
