@@ -426,4 +426,3 @@ func (w *WAL) Close() error {
 	w.f = nil
 	return err
 }
-
