@@ -237,9 +237,9 @@ func OpenData(b []byte, pt PeriodType, batches int) (*Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.NumRecords() != batches {
-		r.Close()
-		return nil, corrupt(DataFile, -1, "%d record batches, manifest says %d", r.NumRecords(), batches)
+	if n := r.NumRecords(); n != batches {
+		r.Close() // clears the footer: NumRecords would panic after this
+		return nil, corrupt(DataFile, -1, "%d record batches, manifest says %d", n, batches)
 	}
 	return &Data{r: r, pt: pt, batches: make([]atomic.Pointer[Batch], batches), recs: make([]arrow.RecordBatch, batches), NumBatches: batches}, nil
 }
