@@ -1,0 +1,30 @@
+// Package functions gives the Excel worksheet functions ES.Get, ES.Latest, ES.Info,
+// ES.Search and ES.Live their meaning, in plain Go over a small Source interface.
+//
+// It is the layer between what an analyst types in a cell and the store: it reads
+// arguments as they arrive from Excel (decoded JSON: string, float64, bool, nil for an
+// omitted argument, [][]any for a range), parses dates and options, asks the Source for
+// points, re-samples, aligns several series on one date column, and returns a 2-D array
+// that spills. It has no HTTP, no Wails and no store: functions/bridge decodes requests
+// and calls Engine.Call, and localcache.Store satisfies Source without importing this
+// package. It imports only the standard library.
+//
+// Map of the package:
+//
+//   - source.go: Source, SeriesInfo and ErrNotFound, the seam to the store.
+//   - engine.go: Engine, Call (dispatch), Result and CellError, argument readers.
+//   - dates.go: ParseDate (every date form a cell may hold), ExcelSerial and FromSerial.
+//   - options.go: ParseOptions and Options (per, agg, fill, order, headers, dates,
+//     transpose, last).
+//   - get.go: ES.Get: fetch, re-sample, align on the union of dates, fill, lay out.
+//   - meta.go: ES.Latest, ES.Live, ES.Info and ES.Search.
+//   - calendar.go: civil-date arithmetic on unix seconds (buckets, month ends) without
+//     time.Time, for the per-point paths.
+//
+// Invariants: Call never panics on any argument values; every Result is either a Value
+// of at most Engine.MaxCells cells or a CellError; cells hold only float64, string, bool,
+// nil (empty cell) or *CellError (an error in one cell or column, which the bridge turns
+// into a cell error). Times are unix seconds UTC throughout; dates shown to Excel are
+// serial numbers of the 1900 date system, where 25569 is 1970-01-01 and the fraction is
+// the time of day. The user-facing reference is docs/functions.md.
+package functions

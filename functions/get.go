@@ -1,0 +1,320 @@
+package functions
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+)
+
+// column is one series of an ES.Get while it is being assembled.
+type column struct {
+	id      string
+	periods []int64 // ascending; owned (the Source hands over fresh slices)
+	values  []float64
+	err     *CellError // the whole column failed: every data cell shows it
+}
+
+// get is ES.Get(series, [start], [end], [options...]).
+//
+// Steps: read arguments; fetch each series; re-sample in place (per=); take the union of
+// dates; keep the last N (last=); check the size; lay out rows (order=, headers=, dates=,
+// transpose=) in one backing slice, filling gaps (fill=).
+func (e *Engine) get(args []any) ([][]any, *CellError) {
+	if len(args) == 0 {
+		return nil, cellErr(CodeValue, "series: missing; use ES.Get(series, [start], [end], [options...])")
+	}
+	maxCells := e.maxCells()
+	ids, cerr := readIDs(args[0], "series", maxCells)
+	if cerr != nil {
+		return nil, cerr
+	}
+	// Up to two dates, then options; a key=value argument starts the options early.
+	var dates [2]any
+	rest := args[1:]
+	for nd := 0; nd < 2 && len(rest) > 0 && !isOptionArg(rest[0]); nd++ {
+		dates[nd], rest = rest[0], rest[1:]
+	}
+	opts, err := ParseOptions(rest)
+	if err != nil {
+		return nil, &CellError{Code: CodeValue, Message: err.Error()}
+	}
+	now := e.now()
+	from, cerr := readDate(dates[0], "start", now, false)
+	if cerr != nil {
+		return nil, cerr
+	}
+	to, cerr := readDate(dates[1], "end", now, true)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if from > to {
+		return nil, cellErr(CodeValue, "start %s is after end %s", formatTime(from), formatTime(to))
+	}
+
+	cols := make([]column, len(ids.ids))
+	live := 0 // columns with at least one point
+	for j, id := range ids.ids {
+		c := &cols[j]
+		c.id = id
+		c.periods, c.values, c.err = e.fetch(id, from, to)
+		if c.err == nil && opts.Per != 0 {
+			c.periods, c.values = resample(c.periods, c.values, opts.Per, opts.Agg)
+		}
+		if len(c.periods) > 0 {
+			live++
+		}
+	}
+	if live == 0 {
+		var ok []string
+		for _, c := range cols {
+			if c.err == nil {
+				ok = append(ok, c.id)
+			}
+		}
+		if len(ok) == 0 {
+			return nil, cols[0].err
+		}
+		return nil, noData(strings.Join(ok, ","), from, to)
+	}
+
+	all := unionDates(cols)
+	if opts.Last > 0 && len(all) > opts.Last {
+		all = all[len(all)-opts.Last:]
+	}
+	nr, nc := len(all), len(cols) // logical rows and columns, before transpose
+	h, d := 0, 0
+	if opts.Headers {
+		h = 1
+	}
+	if opts.Dates {
+		d = 1
+	}
+	nr += h
+	nc += d
+	if cells := nr * nc; cells > maxCells {
+		return nil, tooLarge(cells)
+	}
+
+	// Cell (r, c) of the logical table is out[r][c], or out[c][r] when transposed; both
+	// live in one backing slice, indexed directly as r*rs + c*cs.
+	var out [][]any
+	var cells []any
+	rs, cs := nc, 1
+	if opts.Transpose {
+		out, cells = carve(nc, nr)
+		rs, cs = 1, nr
+	} else {
+		out, cells = carve(nr, nc)
+	}
+	n := len(all)
+	// The i-th date (ascending) sits on logical row first + i*step.
+	first, step := h, 1
+	if opts.Desc {
+		first, step = h+n-1, -1
+	}
+	if h == 1 {
+		if d == 1 {
+			cells[0] = "Date"
+		}
+		for j, c := range cols {
+			cells[(d+j)*cs] = c.id
+		}
+	}
+	if d == 1 {
+		for i, t := range all {
+			cells[(first+i*step)*rs] = ExcelSerial(t)
+		}
+	}
+	for j := range cols {
+		c := &cols[j]
+		base := first*rs + (d+j)*cs
+		if c.err != nil {
+			for i := range n {
+				cells[base+i*step*rs] = c.err
+			}
+			continue
+		}
+		fillColumn(cells, c, all, opts.Fill, base, step*rs)
+	}
+	return out, nil
+}
+
+// fetch reads one series and checks what the Source returned.
+func (e *Engine) fetch(id string, from, to int64) ([]int64, []float64, *CellError) {
+	p, v, err := e.Src.Get(id, from, to)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil, notFound(id)
+	case err != nil:
+		return nil, nil, cellErr(CodeNA, "%s: %v", clip(id), err)
+	case len(p) != len(v):
+		return nil, nil, cellErr(CodeNA, "%s: source returned %d dates and %d values", clip(id), len(p), len(v))
+	}
+	for i := 1; i < len(p); i++ {
+		if p[i] < p[i-1] {
+			return nil, nil, cellErr(CodeNA, "%s: source returned dates out of order", clip(id))
+		}
+	}
+	return p, v, nil
+}
+
+func notFound(id string) *CellError { return cellErr(CodeNA, "series %q not found", clip(id)) }
+
+func noData(ids string, from, to int64) *CellError {
+	ids = clip(ids)
+	switch {
+	case from == MinTime && to == MaxTime:
+		return cellErr(CodeNA, "no data for %s", ids)
+	case from == MinTime:
+		return cellErr(CodeNA, "no data for %s on or before %s", ids, formatTime(to))
+	case to == MaxTime:
+		return cellErr(CodeNA, "no data for %s on or after %s", ids, formatTime(from))
+	}
+	return cellErr(CodeNA, "no data for %s between %s and %s", ids, formatTime(from), formatTime(to))
+}
+
+// fillColumn writes column c's values against the dates all (ascending) into cells, the
+// i-th date's at base + i*step. A date without a finite value gets fill's treatment; fill=prev
+// starts from the last value before all[0], which last= may have cut off.
+func fillColumn(cells []any, c *column, all []int64, fill Fill, base, step int) {
+	p, v := c.periods, c.values
+	k, _ := slices.BinarySearch(p, all[0]) // first point on or after all[0]
+	var prev, na any                       // boxed once, reused for every filled cell
+	if fill == FillPrev {
+		for b := k - 1; b >= 0; b-- {
+			if prev = finite(v[b]); prev != nil {
+				break
+			}
+		}
+	}
+	for i, t := range all {
+		for k < len(p) && p[k] < t { // duplicates in the source's periods
+			k++
+		}
+		var cell any
+		if k < len(p) && p[k] == t {
+			cell = finite(v[k])
+			k++
+		}
+		if cell != nil {
+			prev = cell
+		} else {
+			switch fill {
+			case FillPrev:
+				cell = prev
+			case FillNA:
+				if na == nil {
+					na = cellErr(CodeNA, "no value for %s on this date", clip(c.id))
+				}
+				cell = na
+			}
+		}
+		cells[base+i*step] = cell
+	}
+}
+
+// unionDates merges the columns' dates into one ascending list without repeats. With one
+// live column it is that column's slice. A few columns merge by scanning their heads; many
+// are sorted together, which bounds the work by n log n rather than n x columns.
+func unionDates(cols []column) []int64 {
+	total, live, last := 0, 0, -1
+	for j, c := range cols {
+		if len(c.periods) > 0 {
+			total += len(c.periods)
+			live++
+			last = j
+		}
+	}
+	if live == 1 {
+		return dedupe(cols[last].periods)
+	}
+	out := make([]int64, 0, total)
+	if live > 8 {
+		for _, c := range cols {
+			out = append(out, c.periods...)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	cur := make([]int, len(cols))
+	for {
+		var m int64 = math.MaxInt64
+		found := false
+		for j, c := range cols {
+			if cur[j] < len(c.periods) && c.periods[cur[j]] <= m {
+				m, found = c.periods[cur[j]], true
+			}
+		}
+		if !found {
+			return out
+		}
+		out = append(out, m)
+		for j, c := range cols {
+			for cur[j] < len(c.periods) && c.periods[cur[j]] == m {
+				cur[j]++
+			}
+		}
+	}
+}
+
+// dedupe returns ascending p without repeated dates, copying only if it has any.
+func dedupe(p []int64) []int64 {
+	for i := 1; i < len(p); i++ {
+		if p[i] == p[i-1] {
+			return slices.Compact(slices.Clone(p))
+		}
+	}
+	return p
+}
+
+// resample reduces ascending points to one per bucket, in place, dated at the bucket's
+// start. NaN and infinite values are skipped; a bucket with none left is NaN (empty).
+func resample(p []int64, v []float64, per byte, agg Agg) ([]int64, []float64) {
+	w := 0
+	for i := 0; i < len(p); {
+		start, next := bucketStart(p[i], per)
+		var acc float64
+		n := 0
+		// The first point always belongs to its bucket: progress even if next overflowed.
+		j := i
+		for {
+			x := v[j]
+			j++
+			if !math.IsNaN(x) && !math.IsInf(x, 0) {
+				switch agg {
+				case AggLast:
+					acc = x
+				case AggFirst:
+					if n == 0 {
+						acc = x
+					}
+				case AggAvg, AggSum:
+					acc += x
+				case AggMin:
+					if n == 0 || x < acc {
+						acc = x
+					}
+				case AggMax:
+					if n == 0 || x > acc {
+						acc = x
+					}
+				}
+				n++
+			}
+			if j >= len(p) || p[j] >= next {
+				break
+			}
+		}
+		i = j
+		switch {
+		case n == 0:
+			acc = math.NaN()
+		case agg == AggAvg:
+			acc /= float64(n)
+		}
+		p[w], v[w] = start, acc
+		w++
+	}
+	return p[:w], v[:w]
+}
