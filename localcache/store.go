@@ -32,6 +32,7 @@ import (
 
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/internal/flock"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
 
@@ -47,6 +48,9 @@ var (
 
 // DatasetsDir is the directory of a home that holds the datasets.
 const DatasetsDir = "datasets"
+
+// LockFile is the file a writable store locks in its home.
+const LockFile = "LOCK"
 
 // WALDir is the directory of a dataset that holds its write-ahead log.
 const WALDir = "wal"
@@ -100,6 +104,7 @@ type Store struct {
 	datasets map[string]*Dataset
 	names    []string // sorted keys of datasets
 	closed   bool
+	lock     *flock.Lock // held by a writable store
 }
 
 // Dataset is one dataset of a store.
@@ -161,6 +166,20 @@ func (d *Dataset) swap(rs *readState) {
 // Open fail with the corruption error (it is never served half-checked).
 func Open(home string, opts *Options) (*Store, error) {
 	s := &Store{home: home, opts: opts.withDefaults(), datasets: map[string]*Dataset{}}
+	if !s.opts.ReadOnly {
+		// One writer per home: the write-ahead logs and compactions assume
+		// it. Readers (ReadOnly) need no lock.
+		if err := os.MkdirAll(home, 0o755); err != nil {
+			return nil, err
+		}
+		l, err := flock.TryLock(filepath.Join(home, LockFile))
+		if errors.Is(err, flock.ErrLocked) {
+			return nil, fmt.Errorf("home %s is in use by another EnergyScope process; stop it or open the home read-only: %w", home, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("lock home %s: %w", home, err)
+		}
+		s.lock = l
+	}
 	if err := s.Refresh(); err != nil {
 		s.Close()
 		return nil, err
@@ -298,6 +317,7 @@ func (s *Store) Close() error {
 		d.wmu.Unlock()
 		d.cmu.Unlock()
 	}
+	errs = append(errs, s.lock.Unlock())
 	return errors.Join(errs...)
 }
 

@@ -101,7 +101,7 @@ func runDemo(e *env, args []string) error {
 		defer r.Release()
 		fmt.Fprintf(out, "es get %s %s %s   (%d points from dataset %s in %v)\n", ref, from, to, r.Points.Len(), r.Dataset, el)
 		for i := 0; i < r.Points.Len() && i < 4; i++ {
-			fmt.Fprintf(out, "  %s  %g\n", formatPeriod(r.Points.Unix(i), r.Points.Secs != nil), r.Points.Values[i])
+			fmt.Fprintf(out, "  %s  %g\n", formatPeriod(r.Points.Unix(i), r.Frequency.Intraday()), r.Points.Values[i])
 		}
 		if r.Points.Len() > 4 {
 			fmt.Fprintf(out, "  ... %d more\n", r.Points.Len()-4)

@@ -36,7 +36,9 @@ func commands() []command {
 		{"get", "[--dataset NAME] SERIES [FROM [TO]]", "print a series as CSV period,value", runGet},
 		{"info", "SERIES", "print a series' metadata as JSON", runInfo},
 		{"search", "QUERY [--limit N]", "find series by id or name", runSearch},
-		{"ls", "", "list datasets and their snapshots", runLs},
+		{"put", "--dataset NAME [--delete] FILE", "apply CSV rows as live updates (durable on return)", runPut},
+		{"compact", "[--dataset NAME] [--keep N]", "fold pending updates into a new snapshot", runCompact},
+		{"ls", "", "list datasets, their snapshots and pending updates", runLs},
 		{"verify", "[--dataset NAME]", "check every file of every snapshot (SHA-256 and structure)", runVerify},
 		{"demo", "[--home DIR]", "generate, cook and query a small dataset plus the real samples", runDemo},
 	}

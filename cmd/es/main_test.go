@@ -126,3 +126,42 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+func TestCLIPutCompact(t *testing.T) {
+	home := t.TempDir()
+	mustES(t, "cook", "--home", home, "--dataset", "stocks", "--in", "../../server/cook/samples/stocks.csv",
+		"--series-col", "symbol", "--period-col", "date", "--value-col", "price")
+	dir := t.TempDir()
+	up := filepath.Join(dir, "up.csv")
+	os.WriteFile(up, []byte("series_id,period,value\nMSFT,2000-02-15,99.5\nNEWCO,2026-11-27,1.25\n"), 0o644)
+	mustES(t, "put", "--home", home, "--dataset", "stocks", up)
+	del := filepath.Join(dir, "del.csv")
+	os.WriteFile(del, []byte("series_id,period\nMSFT,2000-01-01\n"), 0o644)
+	mustES(t, "put", "--home", home, "--dataset", "stocks", "--delete", del)
+
+	want := "period,value\n2000-02-01,99.5\n2000-03-01,43.22\n"
+	if got := mustES(t, "get", "--home", home, "MSFT", "2000-01-01", "2000-03"); got != want {
+		t.Fatalf("merged get:\n%s", got)
+	}
+	// DATASET EPOCH SEQ SNAPSHOT-SEQ PENDING-RECORDS PENDING-ROWS WAL
+	if out := mustES(t, "ls", "--home", home); !strings.HasPrefix(strings.Join(strings.Fields(strings.Split(out, "\n")[1]), " "), "stocks 1 3 0 3 3") {
+		t.Fatalf("ls:\n%s", out)
+	}
+	// Bad rows change nothing.
+	bad := filepath.Join(dir, "bad.csv")
+	os.WriteFile(bad, []byte("series_id,period,value\nMSFT,2000-04-01,1\nMSFT,2000-05-01,NaN\n"), 0o644)
+	if code, _, errs := es(t, "put", "--home", home, "--dataset", "stocks", bad); code != 1 || !strings.Contains(errs, "bad.csv:3") {
+		t.Fatalf("bad put: %d %s", code, errs)
+	}
+	if code, _, _ := es(t, "put", "--home", home, "--dataset", "nope", up); code != 1 {
+		t.Fatalf("unknown dataset: exit %d", code)
+	}
+	mustES(t, "compact", "--home", home)
+	if got := mustES(t, "get", "--home", home, "MSFT", "2000-01-01", "2000-03"); got != want {
+		t.Fatalf("after compact:\n%s", got)
+	}
+	if got := mustES(t, "get", "--home", home, "NEWCO"); got != "period,value\n2026-11-27,1.25\n" {
+		t.Fatalf("NEWCO after compact:\n%s", got)
+	}
+	mustES(t, "verify", "--home", home)
+}

@@ -104,7 +104,7 @@ func runGet(e *env, args []string) error {
 	defer res.Release()
 	w := bufio.NewWriterSize(e.stdout, 64<<10)
 	w.WriteString("period,value\n")
-	intraday := res.Points.Secs != nil
+	intraday := res.Frequency.Intraday()
 	buf := make([]byte, 0, 64)
 	for i := 0; i < res.Points.Len(); i++ {
 		buf = append(buf[:0], formatPeriod(res.Points.Unix(i), intraday)...)
@@ -215,6 +215,9 @@ func runLs(e *env, args []string) error {
 	} else if err != nil {
 		return err
 	}
+	if err := lsPending(e, home); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DATASET\tSNAPSHOT\tCURRENT\tROWS\tSERIES\tPERIOD\tSIZE\tCREATED")
 	for _, d := range ents {
@@ -311,5 +314,28 @@ func runVerify(e *env, args []string) error {
 	if bad > 0 {
 		return fmt.Errorf("%d problem(s) found", bad)
 	}
+	return nil
+}
+
+// lsPending prints each dataset's applied seq and pending delta.
+func lsPending(e *env, home string) error {
+	st, err := openStore(home)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ds, err := st.Status()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATASET\tEPOCH\tSEQ\tSNAPSHOT SEQ\tPENDING RECORDS\tPENDING ROWS\tWAL")
+	for _, d := range ds {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", d.Name, d.Manifest.Epoch, d.Seq, d.Manifest.CoversThroughSeq, d.DeltaRecords, d.DeltaRows, humanBytes(d.WALBytes))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout)
 	return nil
 }
