@@ -1,0 +1,59 @@
+// Package wiring adapts the serving store to the interfaces its consumers
+// declare (functions.Source today, the sync client's Sink later), so that
+// app/ and cmd/es share one adapter. It exists because localcache must not
+// import its consumers and they must not import localcache (see
+// ARCHITECTURE.md's import arrows); only app/ and cmd/ import wiring.
+package wiring
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/energyscope/energyscope/functions"
+	"github.com/energyscope/energyscope/localcache"
+)
+
+// Source serves the Excel functions from a store.
+type Source struct{ Store *localcache.Store }
+
+var _ functions.Source = Source{}
+
+func notFound(err error) error {
+	if errors.Is(err, localcache.ErrNotFound) {
+		return fmt.Errorf("%w: %v", functions.ErrNotFound, err)
+	}
+	return err
+}
+
+// Info implements functions.Source.
+func (s Source) Info(id string) (functions.SeriesInfo, error) {
+	in, err := s.Store.Info(id)
+	if err != nil {
+		return functions.SeriesInfo{}, notFound(err)
+	}
+	return functions.SeriesInfo{
+		ID: in.ID, Dataset: in.Dataset, Name: in.Name, Unit: in.Unit, Source: in.Source,
+		Frequency: string(in.Frequency), First: in.First, Last: in.Last, Count: in.Count,
+		LatestValue: in.LatestValue, Updated: time.Unix(in.Updated, 0).UTC(),
+	}, nil
+}
+
+// Get implements functions.Source.
+func (s Source) Get(id string, from, to int64) ([]int64, []float64, error) {
+	p, v, err := s.Store.Copy(id, from, to)
+	return p, v, notFound(err)
+}
+
+// Search implements functions.Source.
+func (s Source) Search(query string, limit int) ([]functions.SeriesInfo, error) {
+	hits, err := s.Store.Search(query, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]functions.SeriesInfo, len(hits))
+	for i, h := range hits {
+		out[i] = functions.SeriesInfo{ID: h.ID, Dataset: h.Dataset, Name: h.Name}
+	}
+	return out, nil
+}
