@@ -141,6 +141,12 @@ func (m *Manifest) Validate() error {
 			}
 		}
 	}
+	// The id is content-addressed over epoch, sequence and the files'
+	// hashes: a manifest whose epoch or covers_through_seq disagrees with
+	// it would otherwise pass every other check.
+	if id := snapshotID(m); m.SnapshotID != id {
+		return bad("snapshot id %q does not match its epoch, sequence and file hashes (%q)", m.SnapshotID, id)
+	}
 	return nil
 }
 
@@ -255,6 +261,16 @@ func VerifyFiles(dir string, m *Manifest) error {
 				}
 			}
 			return corrupt(want.Name, -1, "SHA-256 mismatch")
+		}
+		// The chunk hashes are what a transfer verifies and resumes by:
+		// a wrong one must not pass because the whole-file hash is right.
+		if len(got.Chunks) != len(want.Chunks) {
+			return corrupt(want.Name, -1, "%d chunk hashes, manifest lists %d", len(got.Chunks), len(want.Chunks))
+		}
+		for i := range got.Chunks {
+			if got.Chunks[i] != want.Chunks[i] {
+				return corrupt(want.Name, int64(i)*ChunkSize, "chunk %d hash disagrees with the manifest", i)
+			}
 		}
 	}
 	return nil

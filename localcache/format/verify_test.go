@@ -1,0 +1,210 @@
+package format
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// copyDir copies the snapshot directory src into a fresh temp directory.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "snap")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func wantCorruption(t *testing.T, err error, file string) *CorruptionError {
+	t.Helper()
+	var ce *CorruptionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v (%T), want a *CorruptionError naming %s", err, err, file)
+	}
+	if ce.File != file {
+		t.Fatalf("corruption error names %q, want %q: %v", ce.File, file, err)
+	}
+	return ce
+}
+
+// TestVerifyCatchesEveryFlip flips one byte at many random positions of
+// each cooked file: Verify checks SHA-256, so every flip must be caught,
+// and blamed on the flipped file.
+func TestVerifyCatchesEveryFlip(t *testing.T) {
+	for _, hourly := range []bool{false, true} {
+		src, _ := writeSnap(t, goldenTable(hourly), WriteOptions{BatchRows: 16})
+		if _, err := Verify(src); err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(7, 0))
+		for _, name := range cookedFiles {
+			orig := readFile(t, src, name)
+			dir := copyDir(t, src)
+			path := filepath.Join(dir, name)
+			positions := []int{0, len(orig) - 1}
+			for range scaled(40) {
+				positions = append(positions, rng.IntN(len(orig)))
+			}
+			for _, pos := range positions {
+				b := append([]byte(nil), orig...)
+				b[pos] ^= byte(1 + rng.IntN(255))
+				if err := os.WriteFile(path, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				_, err := Verify(dir)
+				if err == nil {
+					t.Fatalf("%s: flip at %d/%d not detected", name, pos, len(orig))
+				}
+				wantCorruption(t, err, name)
+			}
+		}
+	}
+}
+
+// A flip in manifest.json must be caught unless it only touches fields that
+// nothing relies on for correctness: created, duplicates, hot_series and the
+// dataset name (which the store checks against the directory).
+func TestVerifyManifestFlips(t *testing.T) {
+	src, orig := writeSnap(t, goldenTable(false), WriteOptions{Epoch: 12, CoversThroughSeq: 345})
+	b0 := readFile(t, src, ManifestFile)
+	dir := copyDir(t, src)
+	rng := rand.New(rand.NewPCG(8, 0))
+	tolerated := func(m *Manifest) bool {
+		a, b := *m, *orig
+		a.Created, a.Duplicates, a.HotSeries, a.Dataset = b.Created, b.Duplicates, b.HotSeries, b.Dataset
+		return reflect.DeepEqual(a, b)
+	}
+	// Every third byte (every 18th under -race), from a random start.
+	for pos := rng.IntN(3); pos < len(b0); pos += 18 / scaled(6) {
+		b := append([]byte(nil), b0...)
+		b[pos] ^= byte(1 + rng.IntN(255))
+		if err := os.WriteFile(filepath.Join(dir, ManifestFile), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Verify(dir)
+		if err != nil {
+			var ce *CorruptionError
+			if !errors.As(err, &ce) {
+				t.Fatalf("flip at %d: %v is not a CorruptionError", pos, err)
+			}
+			continue
+		}
+		if !tolerated(m) {
+			t.Fatalf("flip at %d (%q) went unnoticed and changed the manifest:\n%+v\nwas\n%+v", pos, b[max(0, pos-20):min(len(b), pos+20)], m, orig)
+		}
+	}
+}
+
+func TestVerifyFileProblems(t *testing.T) {
+	src, _ := writeSnap(t, goldenTable(false), WriteOptions{})
+	cases := []struct {
+		name   string
+		file   string
+		mutate func(t *testing.T, dir string)
+	}{
+		{"manifest missing", ManifestFile, func(t *testing.T, dir string) { rm(t, dir, ManifestFile) }},
+		{"data missing", DataFile, func(t *testing.T, dir string) { rm(t, dir, DataFile) }},
+		{"index missing", IndexFile, func(t *testing.T, dir string) { rm(t, dir, IndexFile) }},
+		{"hash missing", HashFile, func(t *testing.T, dir string) { rm(t, dir, HashFile) }},
+		{"data truncated", DataFile, func(t *testing.T, dir string) { truncate(t, dir, DataFile, -1) }},
+		{"hash extended", HashFile, func(t *testing.T, dir string) { truncate(t, dir, HashFile, +1) }},
+		{"garbage manifest", ManifestFile, func(t *testing.T, dir string) { put(t, dir, ManifestFile, []byte("{not json")) }},
+		{"empty manifest", ManifestFile, func(t *testing.T, dir string) { put(t, dir, ManifestFile, nil) }},
+		{"manifest version 2", ManifestFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 2 }) }},
+		{"wrong sha256", IndexFile, func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.File(IndexFile).SHA256 = strings.Repeat("0", 64) })
+		}},
+		{"chunk hash wrong", DataFile, func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.File(DataFile).Chunks[0] = strings.Repeat("a", 64) })
+		}},
+		{"epoch does not match id", ManifestFile, func(t *testing.T, dir string) { editManifestRaw(t, dir, func(m *Manifest) { m.Epoch++ }) }},
+		{"seq does not match id", ManifestFile, func(t *testing.T, dir string) { editManifestRaw(t, dir, func(m *Manifest) { m.CoversThroughSeq = 7 }) }},
+		{"id of other files", ManifestFile, func(t *testing.T, dir string) {
+			editManifestRaw(t, dir, func(m *Manifest) { m.SnapshotID = "e0-s0-000000000000" })
+		}},
+		{"batch count wrong", DataFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Batches++ }) }},
+		{"series count wrong", IndexFile, func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.Series++; m.HotSeries++ })
+		}},
+		{"row count wrong", IndexFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Rows-- }) }},
+		{"period type wrong", IndexFile, func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.PeriodType = PeriodTimestamp })
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyDir(t, src)
+			c.mutate(t, dir)
+			_, err := Verify(dir)
+			if err == nil {
+				t.Fatal("Verify passed")
+			}
+			wantCorruption(t, err, c.file)
+		})
+	}
+}
+
+// scaled scales a loop count down under the race detector.
+func scaled(n int) int {
+	if raceEnabled {
+		return max(1, n/6)
+	}
+	return n
+}
+
+func rm(t *testing.T, dir, name string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func put(t *testing.T, dir, name string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// truncate changes a file's size by delta bytes.
+func truncate(t *testing.T, dir, name string, delta int64) {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, name), st.Size()+delta); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// editManifest rewrites manifest.json after edit, with a snapshot id that
+// matches the edited manifest so that only the intended problem remains.
+func editManifest(t *testing.T, dir string, edit func(*Manifest)) {
+	t.Helper()
+	editManifestRaw(t, dir, func(m *Manifest) {
+		edit(m)
+		m.SnapshotID = snapshotID(m)
+	})
+}
+
+// editManifestRaw rewrites manifest.json after edit and nothing else.
+func editManifestRaw(t *testing.T, dir string, edit func(*Manifest)) {
+	t.Helper()
+	var m Manifest
+	if err := json.Unmarshal(readFile(t, dir, ManifestFile), &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(&m)
+	b, err := json.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, dir, ManifestFile, b)
+}
