@@ -86,6 +86,9 @@ func Validate(batch []Record) error {
 		if r.SeriesID == "" || len(r.SeriesID) > maxIDLen {
 			return bad("series id must be 1..%d bytes", maxIDLen)
 		}
+		if r.Period < minPeriod || r.Period > maxPeriod {
+			return bad("period %d is outside the range a snapshot can hold", r.Period)
+		}
 		if r.Op == Upsert && (math.IsNaN(r.Value) || math.IsInf(r.Value, 0)) {
 			return bad("value %v is not a finite number", r.Value)
 		}
@@ -106,4 +109,15 @@ func Validate(batch []Record) error {
 const (
 	maxIDLen   = 1024
 	maxMetaLen = 4096
+)
+
+// The periods a snapshot can hold (format.Write refuses others: the day
+// number must fit date32's int32). A record outside them would be logged
+// and acknowledged and then make every compaction of the dataset fail.
+// Compaction hands Write normalized periods, which can be up to a year
+// below the raw one, hence a year more margin at the low end than Write
+// has. Keep in step with the limits of format.Write.
+const (
+	minPeriod = (math.MinInt32 + 2*366) * 86400
+	maxPeriod = math.MaxInt32 * 86400
 )
