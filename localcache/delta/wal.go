@@ -256,6 +256,25 @@ func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*
 			return nil, nil, err
 		}
 		w.f, w.active = f, st.Size()
+		if w.active < int64(len(walMagic)) {
+			// Cut back to nothing (a crash between creating the segment and
+			// writing its header, or a bad header): write the header again,
+			// or every frame appended next would be cut off at the next open.
+			w.active = 0
+			err := w.truncateActive()
+			if err == nil {
+				_, err = f.Write([]byte(walMagic))
+			}
+			if err == nil {
+				err = f.Sync()
+			}
+			if err != nil {
+				f.Close()
+				return nil, nil, fmt.Errorf("rewrite wal segment header: %w", err)
+			}
+			w.active = int64(len(walMagic))
+			w.size += w.active
+		}
 	}
 	return w, recs, nil
 }
