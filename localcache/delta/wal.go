@@ -403,6 +403,11 @@ func (w *WAL) Rotate(next uint64) error {
 	if w.readOnly {
 		return errors.New("write-ahead log is read-only")
 	}
+	if w.f == nil {
+		// Failed (or closed): the active segment may end in a torn frame,
+		// and the next open cuts off every segment after one.
+		return errors.New("write-ahead log failed; reopen the store")
+	}
 	if n := len(w.segs); n > 0 && w.segs[n-1] >= next {
 		return nil // the active segment already starts there
 	}
