@@ -118,6 +118,11 @@ func (d *Delta) applyLocked(r *Record) {
 	}
 	if r.Meta != nil {
 		m := *r.Meta
+		// Validate accepts every spelling ParseFrequency does ("monthly",
+		// "h"); Normalize and the snapshot writer know only the letters.
+		if f, err := format.ParseFrequency(string(m.Frequency)); err == nil {
+			m.Frequency = f
+		}
 		s.Meta = &m
 		if s.Freq == "" && m.Frequency != "" {
 			s.Freq = m.Frequency
