@@ -95,6 +95,13 @@ func (s *Store) LastSeq(dataset string) (uint64, error) {
 // the current manifest and does nothing. The same base and delta always
 // give byte-identical data, index and hash files.
 func (s *Store) Compact(dataset string) (*format.Manifest, error) {
+	return s.CompactThrough(dataset, ^uint64(0))
+}
+
+// CompactThrough is Compact folding only the records with seq <= upTo
+// (records above stay pending). A companion uses it to rebuild exactly the
+// server's snapshot that covers upTo and compare SHA-256s.
+func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, error) {
 	if s.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
@@ -113,7 +120,24 @@ func (s *Store) Compact(dataset string) (*format.Manifest, error) {
 		return nil, ErrClosed
 	}
 	defer rs.snap.Unref()
-	pending, upTo := rs.delta.Snapshot()
+	pending, last := rs.delta.Snapshot()
+	if upTo >= last {
+		upTo = last
+	} else {
+		// Fold only a prefix: rebuild the pending series from it.
+		partial := delta.New(rs.snap, rs.snap.Manifest.CoversThroughSeq)
+		recs := rs.delta.Records(rs.snap.Manifest.CoversThroughSeq)
+		n := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > upTo })
+		partial.Apply(recs[:n])
+		pending, _ = partial.Snapshot()
+		if n > 0 {
+			upTo = recs[n-1].Seq
+		}
+	}
+	if upTo < rs.snap.Manifest.CoversThroughSeq {
+		d.wmu.Unlock()
+		return nil, fmt.Errorf("compact %s: seq %d is below the snapshot's %d", dataset, upTo, rs.snap.Manifest.CoversThroughSeq)
+	}
 	if len(pending) == 0 {
 		d.wmu.Unlock()
 		m := *rs.snap.Manifest
@@ -121,7 +145,7 @@ func (s *Store) Compact(dataset string) (*format.Manifest, error) {
 	}
 	// Records from here on go to a new segment, so the old ones can be
 	// deleted whole once the new snapshot is in place.
-	err = d.wal.Rotate(upTo + 1)
+	err = d.wal.Rotate(last + 1) // records in (upTo, last] stay in the older segment
 	d.wmu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: rotate write-ahead log: %w", dataset, err)
@@ -276,9 +300,9 @@ func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snap
 // the manifest's sizes and SHA-256; a snapshot that fails is refused and
 // the current one keeps serving. Delta records above the new snapshot's
 // covers_through_seq are kept. A snapshot of a later epoch (a full
-// replacement) drops all pending records. dir is copied into the store
-// (moved when it is on the same file system and named like a temporary
-// snapshot directory of this dataset).
+// replacement) drops all pending records. dir is copied into the store,
+// or moved when it is a dot-named staging directory directly under the
+// dataset's snapshots directory (see StagingDir).
 func (s *Store) Install(dataset, dir string) (*format.Manifest, error) {
 	if s.opts.ReadOnly {
 		return nil, ErrReadOnly
@@ -341,8 +365,8 @@ func (s *Store) Install(dataset, dir string) (*format.Manifest, error) {
 // nothing: VerifyFiles ran on the source and the copy is fsynced).
 func (s *Store) stageCopy(dsDir, dir string, m *format.Manifest) (string, error) {
 	root := filepath.Join(dsDir, format.SnapshotsDir)
-	if filepath.Dir(filepath.Clean(dir)) == filepath.Clean(root) && strings.HasPrefix(filepath.Base(dir), format.TempPrefix) {
-		return dir, nil
+	if filepath.Dir(filepath.Clean(dir)) == filepath.Clean(root) && strings.HasPrefix(filepath.Base(dir), ".") {
+		return dir, nil // a staging directory of this dataset: rename it
 	}
 	tmp, err := format.TempSnapshotDir(dsDir)
 	if err != nil {
@@ -450,4 +474,25 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// StagingDir is where a download of snapshot id for dataset should be
+// assembled so that Install can move it into place without copying. It is
+// not swept at open (so a download can resume); Install consumes it.
+func (s *Store) StagingDir(dataset, id string) string {
+	return filepath.Join(s.DatasetDir(dataset), format.SnapshotsDir, ".dl-"+id)
+}
+
+// State reports a dataset's epoch, snapshot id and last applied seq.
+func (s *Store) State(dataset string) (epoch uint64, snapshotID string, seq uint64, err error) {
+	d, err := s.Dataset(dataset)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	rs, err := d.acquire()
+	if err != nil {
+		return 0, "", 0, err
+	}
+	defer rs.snap.Unref()
+	return rs.snap.Manifest.Epoch, rs.snap.ID(), rs.delta.LastSeq(), nil
 }

@@ -1,19 +1,12 @@
 package main
 
 import (
-	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
-	"github.com/energyscope/energyscope/localcache/format"
-	"github.com/energyscope/energyscope/server/cook"
+	"github.com/energyscope/energyscope/server"
 )
 
 func openWritable(home string, keep int) (*localcache.Store, error) {
@@ -58,9 +51,12 @@ func runPut(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	batch, err := readPutCSV(r, name, seriesCol, periodCol, valueCol, del, last)
+	batch, err := server.ParseRowsCSV(r, name, server.RowColumns{Series: seriesCol, Period: periodCol, Value: valueCol}, del)
 	if err != nil {
 		return err
+	}
+	for i := range batch {
+		batch[i].Seq = last + uint64(i) + 1
 	}
 	n, err := st.Apply(dataset, batch)
 	if err != nil {
@@ -72,107 +68,6 @@ func runPut(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s %d rows in %s, seq %d..%d (durable)\n", op, n, dataset, last+1, last+uint64(n))
 	return nil
-}
-
-// readPutCSV reads update rows; seqs continue after last. Any bad line
-// fails the whole file (nothing is applied).
-func readPutCSV(r io.Reader, name, seriesCol, periodCol, valueCol string, del bool, last uint64) ([]delta.Record, error) {
-	cr := csv.NewReader(r)
-	cr.ReuseRecord = true
-	head, err := cr.Read()
-	if err != nil {
-		return nil, fmt.Errorf("%s: no header: %w", name, err)
-	}
-	col := map[string]int{}
-	for i, h := range head {
-		col[strings.TrimPrefix(strings.TrimSpace(h), "\ufeff")] = i
-	}
-	need := func(c string) (int, error) {
-		i, ok := col[c]
-		if !ok {
-			return 0, fmt.Errorf("%s: no column %q (have %s)", name, c, strings.Join(head, ", "))
-		}
-		return i, nil
-	}
-	si, err := need(seriesCol)
-	if err != nil {
-		return nil, err
-	}
-	pi, err := need(periodCol)
-	if err != nil {
-		return nil, err
-	}
-	vi := -1
-	if !del {
-		if vi, err = need(valueCol); err != nil {
-			return nil, err
-		}
-	}
-	metaCol := func(c string) int {
-		if i, ok := col[c]; ok {
-			return i
-		}
-		return -1
-	}
-	ui, ni, sri, fi := metaCol("unit"), metaCol("name"), metaCol("source"), metaCol("frequency")
-	cell := func(rec []string, i int) string {
-		if i < 0 || i >= len(rec) {
-			return ""
-		}
-		return strings.TrimSpace(rec[i])
-	}
-	var out []delta.Record
-	seen := map[string]bool{}
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		line, _ := cr.FieldPos(0)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, args...))
-		}
-		id := cell(rec, si)
-		if id == "" {
-			return nil, bad("empty series id")
-		}
-		p, err := cook.ParsePeriod(cell(rec, pi))
-		if err != nil {
-			return nil, bad("period: %v", err)
-		}
-		r := delta.Record{Seq: last + uint64(len(out)) + 1, Op: delta.Upsert, SeriesID: id, Period: p}
-		if del {
-			r.Op = delta.Delete
-		} else {
-			v, err := strconv.ParseFloat(cell(rec, vi), 64)
-			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, bad("value %q is not a finite number", cell(rec, vi))
-			}
-			r.Value = v
-		}
-		if !seen[id] {
-			seen[id] = true
-			m := delta.Meta{Unit: cell(rec, ui), Name: cell(rec, ni), Source: cell(rec, sri)}
-			if f := cell(rec, fi); f != "" {
-				ff, err := format.ParseFrequency(f)
-				if err != nil {
-					return nil, bad("%v", err)
-				}
-				m.Frequency = ff
-			}
-			if m != (delta.Meta{}) {
-				r.Meta = &m
-			}
-		}
-		out = append(out, r)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no rows", name)
-	}
-	return out, nil
 }
 
 func runCompact(e *env, args []string) error {

@@ -300,8 +300,8 @@ func TestArrowBad(t *testing.T) {
 func TestArrowNotArrow(t *testing.T) {
 	dir := t.TempDir()
 	for name, content := range map[string]string{
-		"v1.feather": "FEA1xxxxxxxx",
-		"junk.arrow": "this is not arrow",
+		"v1.feather":   "FEA1xxxxxxxx",
+		"junk.arrow":   "this is not arrow",
 		"junk.parquet": "PAR1 nope",
 		"empty.arrows": "",
 	} {

@@ -1,0 +1,525 @@
+// Package hub fans snapshots and deltas out to companions over websockets.
+//
+// Each connection has exactly one writer goroutine (gorilla/websocket allows
+// one concurrent writer) fed by two queues: control messages and live
+// deltas (bounded; a consumer that lets it fill up is disconnected with a
+// reason rather than buffered forever) and bulk snapshot chunks (small and
+// blocking, so a transfer is paced by the socket). Subscribing takes the
+// dataset's head atomically with registering for live deltas (kdb+'s
+// .u.sub): the catch-up covers (client seq, head] and live delivery starts
+// after head, so there is no gap and no duplicate.
+//
+// The hub knows nothing of HTTP routing, tokens or the store: it reads
+// through the Source interface it declares.
+package hub
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/sync/protocol"
+)
+
+// Source is what the hub needs from the server.
+type Source interface {
+	// Heads lists every dataset's head.
+	Heads() []protocol.Head
+	// Head returns one dataset's head and the manifest of its snapshot.
+	Head(dataset string) (protocol.Head, *format.Manifest, bool)
+	// Since returns the records with seq > after (up to the head), or
+	// false when the retained history does not reach back that far.
+	Since(dataset string, after uint64) ([]protocol.Record, bool)
+	// OpenFile opens the file of a dataset's retained snapshots whose
+	// SHA-256 is sha256.
+	OpenFile(dataset, sha256 string) (*os.File, error)
+}
+
+// Options for New.
+type Options struct {
+	Logger *slog.Logger
+	// SendQueue bounds the control/delta queue of a connection; a
+	// subscriber that falls this far behind is disconnected. Default 256.
+	SendQueue int
+	// PingInterval between pings; default 25 s. The read deadline is
+	// three intervals.
+	PingInterval time.Duration
+	// WriteTimeout for one frame; default 15 s.
+	WriteTimeout time.Duration
+	// OnAck, if set, is called for each client ack (metrics).
+	OnAck func(client, dataset string, seq uint64)
+}
+
+// Hub is the set of connections.
+type Hub struct {
+	src  Source
+	opts Options
+	up   websocket.Upgrader
+
+	mu    sync.Mutex // guards conns and dsLocks
+	conns map[*conn]struct{}
+	// dsLocks serialize, per dataset, publishing with subscribing.
+	dsLocks map[string]*sync.Mutex
+
+	connsN    atomic.Int64
+	slowCuts  atomic.Int64
+	deltasOut atomic.Int64
+	bytesOut  atomic.Int64
+}
+
+// New returns a hub over src.
+func New(src Source, o Options) *Hub {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.SendQueue <= 0 {
+		o.SendQueue = 256
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 25 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 15 * time.Second
+	}
+	return &Hub{
+		src:     src,
+		opts:    o,
+		conns:   map[*conn]struct{}{},
+		dsLocks: map[string]*sync.Mutex{},
+		up: websocket.Upgrader{
+			ReadBufferSize:  1024,
+			WriteBufferSize: 4096,
+			WriteBufferPool: &sync.Pool{},
+			// Companions are not browsers; the server's HTTP layer has
+			// already authenticated the request.
+			CheckOrigin: func(*http.Request) bool { return true },
+		},
+	}
+}
+
+// Stats are the hub's counters.
+type Stats struct {
+	Connections, SlowConsumerCuts, DeltaFrames, BytesOut int64
+}
+
+// Stats returns the counters.
+func (h *Hub) Stats() Stats {
+	return Stats{h.connsN.Load(), h.slowCuts.Load(), h.deltasOut.Load(), h.bytesOut.Load()}
+}
+
+func (h *Hub) dsLock(ds string) *sync.Mutex {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.dsLocks[ds]
+	if l == nil {
+		l = &sync.Mutex{}
+		h.dsLocks[ds] = l
+	}
+	return l
+}
+
+// out is one queued frame.
+type out struct {
+	kind int // websocket.TextMessage or BinaryMessage
+	data []byte
+	// done, if set, is closed when the frame was written (or dropped).
+	done chan struct{}
+}
+
+type conn struct {
+	h      *Hub
+	ws     *websocket.Conn
+	client string
+	send   chan out // control + deltas; never blocks the publisher
+	bulk   chan out // snapshot chunks; blocks the fetcher
+	quit   chan struct{}
+	once   sync.Once
+	reason atomic.Value // string: why the connection is closing
+
+	mu   sync.Mutex        // guards subs
+	subs map[string]uint64 // dataset -> highest seq queued to this client
+}
+
+// ServeHTTP upgrades an authenticated request and runs the connection
+// until it ends.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ws, err := h.up.Upgrade(w, r, nil)
+	if err != nil {
+		return // Upgrade wrote the HTTP error
+	}
+	c := &conn{
+		h:    h,
+		ws:   ws,
+		send: make(chan out, h.opts.SendQueue),
+		bulk: make(chan out, 2),
+		quit: make(chan struct{}),
+		subs: map[string]uint64{},
+	}
+	ws.SetReadLimit(protocol.MaxControl)
+	h.mu.Lock()
+	h.conns[c] = struct{}{}
+	h.mu.Unlock()
+	h.connsN.Add(1)
+	go c.writeLoop()
+	c.readLoop()
+	c.close("client went away")
+	h.mu.Lock()
+	delete(h.conns, c)
+	h.mu.Unlock()
+	h.connsN.Add(-1)
+}
+
+// close ends the connection once, recording why.
+func (c *conn) close(reason string) {
+	c.once.Do(func() {
+		c.reason.Store(reason)
+		close(c.quit)
+	})
+}
+
+func (c *conn) writeLoop() {
+	ping := time.NewTicker(c.h.opts.PingInterval)
+	defer ping.Stop()
+	defer c.ws.Close()
+	write := func(o out) bool {
+		c.ws.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
+		err := c.ws.WriteMessage(o.kind, o.data)
+		if o.done != nil {
+			close(o.done)
+		}
+		if err != nil {
+			c.close("write: " + err.Error())
+			return false
+		}
+		c.h.bytesOut.Add(int64(len(o.data)))
+		return true
+	}
+	for {
+		// Control and deltas first: a snapshot transfer must not delay
+		// live values.
+		select {
+		case o := <-c.send:
+			if !write(o) {
+				return
+			}
+			continue
+		default:
+		}
+		select {
+		case <-c.quit:
+			reason, _ := c.reason.Load().(string)
+			c.ws.SetWriteDeadline(time.Now().Add(time.Second))
+			c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, truncate(reason, 120)))
+			return
+		case o := <-c.send:
+			if !write(o) {
+				return
+			}
+		case o := <-c.bulk:
+			if !write(o) {
+				return
+			}
+		case <-ping.C:
+			c.ws.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
+			if err := c.ws.WriteMessage(websocket.PingMessage, nil); err != nil {
+				c.close("ping: " + err.Error())
+				return
+			}
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// enqueue queues a control or delta frame without blocking; a full queue
+// cuts the consumer off.
+func (c *conn) enqueue(kind int, data []byte) bool {
+	select {
+	case c.send <- out{kind: kind, data: data}:
+		return true
+	case <-c.quit:
+		return false
+	default:
+		c.h.slowCuts.Add(1)
+		c.h.opts.Logger.Warn("disconnecting slow consumer", "client", c.client, "queued", len(c.send))
+		c.close(fmt.Sprintf("slow consumer: %d messages queued", len(c.send)))
+		return false
+	}
+}
+
+func (c *conn) sendMsg(m *protocol.Message) bool {
+	return c.enqueue(websocket.TextMessage, m.Encode())
+}
+
+func (c *conn) readLoop() {
+	read := func() { c.ws.SetReadDeadline(time.Now().Add(3 * c.h.opts.PingInterval)) }
+	read()
+	c.ws.SetPongHandler(func(string) error { read(); return nil })
+	helloSeen := false
+	for {
+		kind, b, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		read()
+		if kind != websocket.TextMessage {
+			c.close("unexpected binary frame from client")
+			return
+		}
+		m, err := protocol.DecodeMessage(b)
+		if err != nil {
+			c.h.opts.Logger.Warn("refusing malformed message", "client", c.client, "err", err)
+			c.sendMsg(&protocol.Message{Type: protocol.TError, Reason: err.Error()})
+			c.close(err.Error())
+			return
+		}
+		if !helloSeen && m.Type != protocol.THello {
+			c.close("first message must be hello")
+			return
+		}
+		switch m.Type {
+		case protocol.THello:
+			if helloSeen {
+				c.close("second hello")
+				return
+			}
+			helloSeen = true
+			if m.Proto[1] < protocol.VersionMin || m.Proto[0] > protocol.VersionMax {
+				reason := fmt.Sprintf("no common protocol version: client speaks %d..%d, server %d..%d", m.Proto[0], m.Proto[1], protocol.VersionMin, protocol.VersionMax)
+				c.sendMsg(&protocol.Message{Type: protocol.TError, Reason: reason})
+				c.close(reason)
+				return
+			}
+			c.client = m.Client
+			c.sendMsg(&protocol.Message{Type: protocol.TWelcome, Version: min(m.Proto[1], protocol.VersionMax), Heads: c.h.src.Heads()})
+			for _, s := range m.Subs {
+				c.h.subscribe(c, s)
+			}
+		case protocol.TSubscribe:
+			for _, s := range m.Subs {
+				c.h.subscribe(c, s)
+			}
+		case protocol.TFetch:
+			go c.fetch(m)
+		case protocol.TAck:
+			if c.h.opts.OnAck != nil {
+				c.h.opts.OnAck(c.client, m.Dataset, m.Seq)
+			}
+		case protocol.TPing:
+			c.sendMsg(&protocol.Message{Type: protocol.THeartbeat, Heads: c.h.src.Heads()})
+		default:
+			c.close("unexpected message " + m.Type)
+			return
+		}
+	}
+}
+
+// subscribe brings a client from its state to the head and registers it
+// for live deltas, atomically with respect to Publish.
+func (h *Hub) subscribe(c *conn, s protocol.Sub) {
+	l := h.dsLock(s.Dataset)
+	l.Lock()
+	defer l.Unlock()
+	head, m, ok := h.src.Head(s.Dataset)
+	if !ok {
+		c.sendMsg(&protocol.Message{Type: protocol.TError, Dataset: s.Dataset, Reason: "unknown dataset " + s.Dataset})
+		return
+	}
+	c.mu.Lock()
+	delete(c.subs, s.Dataset)
+	c.mu.Unlock()
+	rebase := func(why string) {
+		h.opts.Logger.Info("client must rebase", "client", c.client, "dataset", s.Dataset, "why", why)
+		c.sendMsg(&protocol.Message{Type: protocol.TSnapshot, Dataset: s.Dataset, Manifest: m, Reason: why})
+	}
+	switch {
+	case s.Snapshot == "":
+		rebase("no local snapshot")
+		return
+	case s.Epoch != head.Epoch:
+		rebase(fmt.Sprintf("epoch %d replaced by %d", s.Epoch, head.Epoch))
+		return
+	case s.Seq > head.Seq:
+		c.sendMsg(&protocol.Message{Type: protocol.TReset, Dataset: s.Dataset, Reason: fmt.Sprintf("client seq %d is ahead of the server's %d", s.Seq, head.Seq)})
+		rebase("client ahead of server")
+		return
+	}
+	recs, ok := h.src.Since(s.Dataset, s.Seq)
+	if !ok {
+		rebase(fmt.Sprintf("history does not reach back to seq %d", s.Seq))
+		return
+	}
+	if !c.sendMsg(&protocol.Message{Type: protocol.TCatchupBegin, Dataset: s.Dataset, From: s.Seq, To: head.Seq}) {
+		return
+	}
+	sent := s.Seq
+	for _, group := range protocol.SplitRecords(recs) {
+		if !c.enqueue(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: s.Dataset, Records: group})) {
+			return
+		}
+		sent = group[len(group)-1].Seq
+	}
+	c.sendMsg(&protocol.Message{Type: protocol.TCatchupEnd, Dataset: s.Dataset, Seq: sent})
+	c.mu.Lock()
+	c.subs[s.Dataset] = sent
+	c.mu.Unlock()
+	if s.Snapshot != head.Snapshot {
+		// The client now holds every delta the server's snapshot covers:
+		// it can rebase by compacting locally.
+		c.sendMsg(&protocol.Message{Type: protocol.TSnapshot, Dataset: s.Dataset, Manifest: m, Reason: "newer snapshot"})
+	}
+}
+
+// Publish sends records (already durable and applied on the server) to
+// every subscriber of dataset. Records a subscriber already got through
+// its catch-up are skipped.
+func (h *Hub) Publish(dataset string, recs []protocol.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	l := h.dsLock(dataset)
+	l.Lock()
+	defer l.Unlock()
+	var frames [][]byte
+	var lasts []uint64
+	for _, group := range protocol.SplitRecords(recs) {
+		frames = append(frames, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: dataset, Records: group}))
+		lasts = append(lasts, group[len(group)-1].Seq)
+	}
+	first := recs[0].Seq
+	for _, c := range h.snapshotConns() {
+		c.mu.Lock()
+		sent, ok := c.subs[dataset]
+		c.mu.Unlock()
+		if !ok {
+			continue
+		}
+		for i, f := range frames {
+			if lasts[i] <= sent {
+				continue
+			}
+			if sent >= first {
+				// Partly delivered by the catch-up: re-encode the tail.
+				var tail []protocol.Record
+				for _, r := range recs {
+					if r.Seq > sent && r.Seq <= lasts[i] {
+						tail = append(tail, r)
+					}
+				}
+				f = protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: dataset, Records: tail})
+			}
+			if !c.enqueue(websocket.BinaryMessage, f) {
+				break
+			}
+			h.deltasOut.Add(1)
+			sent = lasts[i]
+		}
+		c.mu.Lock()
+		if _, still := c.subs[dataset]; still {
+			c.subs[dataset] = sent
+		}
+		c.mu.Unlock()
+	}
+}
+
+// Announce tells every subscriber of dataset that a new snapshot is in
+// service (after a compaction or a replacement).
+func (h *Hub) Announce(dataset string, m *format.Manifest, reason string) {
+	l := h.dsLock(dataset)
+	l.Lock()
+	defer l.Unlock()
+	msg := (&protocol.Message{Type: protocol.TSnapshot, Dataset: dataset, Manifest: m, Reason: reason}).Encode()
+	for _, c := range h.snapshotConns() {
+		c.mu.Lock()
+		_, ok := c.subs[dataset]
+		if ok && reason == "replaced" {
+			delete(c.subs, dataset) // no deltas until it resubscribes on the new epoch
+		}
+		c.mu.Unlock()
+		if ok {
+			c.enqueue(websocket.TextMessage, msg)
+		}
+	}
+}
+
+// Heartbeat sends every connection the heads (clients use it for lag).
+func (h *Hub) Heartbeat() {
+	msg := (&protocol.Message{Type: protocol.THeartbeat, Heads: h.src.Heads()}).Encode()
+	for _, c := range h.snapshotConns() {
+		c.enqueue(websocket.TextMessage, msg)
+	}
+}
+
+func (h *Hub) snapshotConns() []*conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Close disconnects everyone.
+func (h *Hub) Close() {
+	for _, c := range h.snapshotConns() {
+		c.close("server shutting down")
+	}
+}
+
+// fetch streams a snapshot file from an offset as chunk frames, then a
+// file_end message.
+func (c *conn) fetch(m *protocol.Message) {
+	f, err := c.h.src.OpenFile(m.Dataset, m.SHA256)
+	if err != nil {
+		c.sendMsg(&protocol.Message{Type: protocol.TError, Dataset: m.Dataset, File: m.File, SHA256: m.SHA256, Reason: "fetch: " + err.Error()})
+		return
+	}
+	defer f.Close()
+	var sum [32]byte
+	if _, err := hex.Decode(sum[:], []byte(m.SHA256)); err != nil {
+		return
+	}
+	off := m.Offset
+	buf := make([]byte, protocol.MaxChunk)
+	for {
+		n, err := f.ReadAt(buf, off)
+		if n > 0 {
+			frame := protocol.AppendChunk(make([]byte, 0, 41+n), &protocol.Chunk{SHA256: sum, Offset: off, Data: buf[:n]})
+			select {
+			case c.bulk <- out{kind: websocket.BinaryMessage, data: frame}:
+			case <-c.quit:
+				return
+			}
+			off += int64(n)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			c.sendMsg(&protocol.Message{Type: protocol.TError, Dataset: m.Dataset, File: m.File, Reason: "read: " + err.Error()})
+			return
+		}
+	}
+	// file_end goes through the bulk queue so it follows the last chunk.
+	end := (&protocol.Message{Type: protocol.TFileEnd, Dataset: m.Dataset, File: m.File, SHA256: m.SHA256, Offset: off}).Encode()
+	select {
+	case c.bulk <- out{kind: websocket.TextMessage, data: end}:
+	case <-c.quit:
+	}
+}

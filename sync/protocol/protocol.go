@@ -1,0 +1,270 @@
+// Package protocol is the wire format between the central server and the
+// companions: JSON control messages in websocket text frames, and two kinds
+// of binary frames (snapshot file chunks and delta batches). It is shared
+// by sync/client and server/hub and documented in PROTOCOL.md beside it.
+//
+// It imports localcache/delta for the record type and its batch codec, so
+// the write-ahead log and the wire share one encoding of a record (a
+// deliberate, documented exception to "protocol -> format only").
+package protocol
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
+)
+
+// Protocol versions this build speaks.
+const (
+	VersionMin = 1
+	VersionMax = 1
+)
+
+// Limits both ends enforce.
+const (
+	// MaxChunk is the largest payload of a chunk frame.
+	MaxChunk = 1 << 20
+	// MaxDeltaBytes bounds the encoded records of one delta frame; the
+	// server splits larger batches.
+	MaxDeltaBytes = 1 << 20
+	// MaxControl bounds a JSON control message.
+	MaxControl = 1 << 20
+	// MaxFrame is the read limit of a connection.
+	MaxFrame = MaxChunk + 4096
+)
+
+// Message types (the "type" field of a control message).
+const (
+	THello        = "hello"
+	TSubscribe    = "subscribe"
+	TFetch        = "fetch"
+	TAck          = "ack"
+	TPing         = "ping"
+	TWelcome      = "welcome"
+	TSnapshot     = "snapshot"
+	TCatchupBegin = "catchup_begin"
+	TCatchupEnd   = "catchup_end"
+	THeartbeat    = "heartbeat"
+	TReset        = "reset"
+	TError        = "error"
+	TFileEnd      = "file_end"
+)
+
+// Sub is what a client holds of one dataset when it subscribes.
+type Sub struct {
+	Dataset  string `json:"dataset"`
+	Epoch    uint64 `json:"epoch"`
+	Snapshot string `json:"snapshot,omitempty"` // "" when the client has none
+	Seq      uint64 `json:"seq"`
+}
+
+// Head is the server's state of one dataset.
+type Head struct {
+	Dataset  string `json:"dataset"`
+	Epoch    uint64 `json:"epoch"`
+	Snapshot string `json:"snapshot"`
+	Seq      uint64 `json:"seq"`
+	// Bytes is the size of the snapshot's files, for progress.
+	Bytes int64 `json:"bytes"`
+}
+
+// Message is every control message; Type says which fields are set.
+type Message struct {
+	Type string `json:"type"`
+
+	// hello
+	Proto  []int  `json:"proto,omitempty"` // [min, max]
+	Client string `json:"client,omitempty"`
+	// hello, subscribe
+	Subs []Sub `json:"subs,omitempty"`
+
+	// welcome, heartbeat
+	Version int    `json:"version,omitempty"`
+	Heads   []Head `json:"heads,omitempty"`
+
+	// snapshot, catchup_begin/end, ack, fetch, file_end, reset
+	Dataset  string           `json:"dataset,omitempty"`
+	Manifest *format.Manifest `json:"manifest,omitempty"`
+	// catchup_begin: (From, To]; catchup_end, ack: Seq
+	From uint64 `json:"from,omitempty"`
+	To   uint64 `json:"to,omitempty"`
+	Seq  uint64 `json:"seq,omitempty"`
+
+	// fetch, file_end
+	Snapshot string `json:"snapshot,omitempty"`
+	File     string `json:"file,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+	Offset   int64  `json:"offset,omitempty"`
+
+	// reset, error
+	Reason       string `json:"reason,omitempty"`
+	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
+}
+
+// ErrMalformed wraps every decoding failure.
+var ErrMalformed = errors.New("malformed message")
+
+// DecodeMessage parses and validates a control message.
+func DecodeMessage(b []byte) (*Message, error) {
+	if len(b) > MaxControl {
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(b), MaxControl)
+	}
+	var m Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	bad := func(format string, args ...any) (*Message, error) {
+		return nil, fmt.Errorf("%w: %s: %s", ErrMalformed, m.Type, fmt.Sprintf(format, args...))
+	}
+	switch m.Type {
+	case THello:
+		if len(m.Proto) != 2 || m.Proto[0] > m.Proto[1] || m.Proto[0] < 0 {
+			return bad("proto must be [min, max]")
+		}
+		for _, s := range m.Subs {
+			if format.ValidDatasetName(s.Dataset) != nil {
+				return bad("invalid dataset %q", s.Dataset)
+			}
+		}
+	case TSubscribe:
+		for _, s := range m.Subs {
+			if format.ValidDatasetName(s.Dataset) != nil {
+				return bad("invalid dataset %q", s.Dataset)
+			}
+		}
+	case TFetch:
+		if format.ValidDatasetName(m.Dataset) != nil || m.File == "" || m.Offset < 0 || len(m.SHA256) != 64 {
+			return bad("need dataset, snapshot, file, sha256 and offset >= 0")
+		}
+	case TAck:
+		if format.ValidDatasetName(m.Dataset) != nil {
+			return bad("invalid dataset")
+		}
+	case TSnapshot:
+		if m.Manifest == nil {
+			return bad("no manifest")
+		}
+		if err := m.Manifest.Validate(); err != nil {
+			return bad("%v", err)
+		}
+	case TPing, TWelcome, TCatchupBegin, TCatchupEnd, THeartbeat, TReset, TError, TFileEnd:
+	default:
+		return nil, fmt.Errorf("%w: unknown type %q", ErrMalformed, m.Type)
+	}
+	return &m, nil
+}
+
+// Encode marshals a control message.
+func (m *Message) Encode() []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err) // only plain fields: cannot fail
+	}
+	return b
+}
+
+// Binary frames start with a kind byte.
+const (
+	KindChunk byte = 1
+	KindDelta byte = 2
+)
+
+// Chunk is a piece of a snapshot file: bytes [Offset, Offset+len(Data)) of
+// the file whose SHA-256 is SHA256.
+type Chunk struct {
+	SHA256 [32]byte
+	Offset int64
+	Data   []byte
+}
+
+// AppendChunk encodes a chunk frame: kind, sha256[32], offset u64, data.
+func AppendChunk(dst []byte, c *Chunk) []byte {
+	dst = append(dst, KindChunk)
+	dst = append(dst, c.SHA256[:]...)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(c.Offset))
+	return append(dst, c.Data...)
+}
+
+// DeltaFrame carries records (From, To] of a dataset, in seq order.
+type DeltaFrame struct {
+	Dataset string
+	Records []delta.Record
+}
+
+// AppendDelta encodes a delta frame: kind, dataset length u8, dataset,
+// then delta.EncodeBatch of the records.
+func AppendDelta(dst []byte, d *DeltaFrame) []byte {
+	dst = append(dst, KindDelta, byte(len(d.Dataset)))
+	dst = append(dst, d.Dataset...)
+	return delta.EncodeBatch(dst, d.Records)
+}
+
+// DecodeBinary parses a binary frame into a *Chunk or a *DeltaFrame. A
+// chunk's Data aliases b.
+func DecodeBinary(b []byte) (any, error) {
+	if len(b) < 1 {
+		return nil, fmt.Errorf("%w: empty binary frame", ErrMalformed)
+	}
+	switch b[0] {
+	case KindChunk:
+		if len(b) < 1+32+8 {
+			return nil, fmt.Errorf("%w: short chunk frame", ErrMalformed)
+		}
+		c := &Chunk{Offset: int64(binary.LittleEndian.Uint64(b[33:])), Data: b[41:]}
+		copy(c.SHA256[:], b[1:33])
+		if c.Offset < 0 || len(c.Data) > MaxChunk {
+			return nil, fmt.Errorf("%w: chunk offset %d, %d bytes", ErrMalformed, c.Offset, len(c.Data))
+		}
+		return c, nil
+	case KindDelta:
+		if len(b) < 2 || len(b) < 2+int(b[1]) {
+			return nil, fmt.Errorf("%w: short delta frame", ErrMalformed)
+		}
+		name := string(b[2 : 2+int(b[1])])
+		if err := format.ValidDatasetName(name); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		recs, err := delta.DecodeBatch(b[2+int(b[1]):])
+		if err != nil {
+			return nil, fmt.Errorf("%w: delta: %v", ErrMalformed, err)
+		}
+		if len(recs) == 0 {
+			return nil, fmt.Errorf("%w: empty delta", ErrMalformed)
+		}
+		if err := delta.Validate(recs); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		return &DeltaFrame{Dataset: name, Records: recs}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown binary frame kind %d", ErrMalformed, b[0])
+}
+
+// SplitRecords cuts records into groups whose encoding stays under
+// MaxDeltaBytes.
+func SplitRecords(recs []delta.Record) [][]delta.Record {
+	var out [][]delta.Record
+	start, size := 0, 0
+	for i := range recs {
+		n := 40 + len(recs[i].SeriesID)
+		if recs[i].Meta != nil {
+			m := recs[i].Meta
+			n += 8 + len(m.Name) + len(m.Unit) + len(m.Source) + len(m.Frequency)
+		}
+		if size+n > MaxDeltaBytes && i > start {
+			out = append(out, recs[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(recs) {
+		out = append(out, recs[start:])
+	}
+	return out
+}
+
+// Record is a delta record as it travels (the same type the store applies).
+type Record = delta.Record
