@@ -78,7 +78,7 @@ type dataset struct {
 	histFrom uint64
 	histLog  *delta.WAL
 	// files maps sha256 -> path for the retained snapshots; guarded by hmu.
-	files map[string]string
+	files      map[string]string
 	compacting bool // guarded by mu
 }
 
