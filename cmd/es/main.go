@@ -38,9 +38,13 @@ func commands() []command {
 		{"search", "QUERY [--limit N]", "find series by id or name", runSearch},
 		{"put", "--dataset NAME [--delete] FILE", "apply CSV rows as live updates (durable on return)", runPut},
 		{"compact", "[--dataset NAME] [--keep N]", "fold pending updates into a new snapshot", runCompact},
+		{"serve", "[--listen ADDR] [--tls-cert F --tls-key F] [--tokens FILE]", "run the central server: ingest, lookups, snapshot and delta streaming", runServe},
+		{"token", "add|ls|rm [--name NAME] [--scope read|write]", "manage the server's access tokens", runToken},
 		{"ls", "", "list datasets, their snapshots and pending updates", runLs},
 		{"verify", "[--dataset NAME]", "check every file of every snapshot (SHA-256 and structure)", runVerify},
 		{"demo", "[--home DIR]", "generate, cook and query a small dataset plus the real samples", runDemo},
+		{"companion", "[--port N] [--allow-origin ORIGIN ...]", "serve the local data to Excel over the localhost HTTPS bridge", runCompanion},
+		{"trust", "[--print]", "trust the bridge's local CA certificate (or print how to)", runTrust},
 	}
 }
 

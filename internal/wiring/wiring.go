@@ -12,6 +12,9 @@ import (
 
 	"github.com/energyscope/energyscope/functions"
 	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/sync/client"
+	"github.com/energyscope/energyscope/sync/protocol"
 )
 
 // Source serves the Excel functions from a store.
@@ -56,4 +59,35 @@ func (s Source) Search(query string, limit int) ([]functions.SeriesInfo, error) 
 		out[i] = functions.SeriesInfo{ID: h.ID, Dataset: h.Dataset, Name: h.Name}
 	}
 	return out, nil
+}
+
+// Sink lets the sync engine write into a store.
+type Sink struct{ Store *localcache.Store }
+
+var _ client.Sink = Sink{}
+
+// State implements client.Sink.
+func (s Sink) State(dataset string) (uint64, string, uint64, bool) {
+	ep, id, seq, err := s.Store.State(dataset)
+	return ep, id, seq, err == nil
+}
+
+// Apply implements client.Sink.
+func (s Sink) Apply(dataset string, recs []protocol.Record) error {
+	_, err := s.Store.Apply(dataset, recs)
+	return err
+}
+
+// CompactThrough implements client.Sink.
+func (s Sink) CompactThrough(dataset string, seq uint64) (*format.Manifest, error) {
+	return s.Store.CompactThrough(dataset, seq)
+}
+
+// StagingDir implements client.Sink.
+func (s Sink) StagingDir(dataset, id string) string { return s.Store.StagingDir(dataset, id) }
+
+// Install implements client.Sink.
+func (s Sink) Install(dataset, dir string) error {
+	_, err := s.Store.Install(dataset, dir)
+	return err
 }

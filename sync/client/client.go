@@ -1,0 +1,855 @@
+// Package client is the companion's background sync engine: it keeps a
+// local copy of each subscribed dataset in step with the central server
+// over one websocket.
+//
+// A session says hello with what it holds; the server answers per dataset
+// with a catch-up (deltas after the client's seq, applied as one batch at
+// catchup_end so readers never see half of it) or a snapshot to rebase on.
+// Rebasing compacts locally when the client already holds every delta the
+// snapshot covers and compares SHA-256s with the server's manifest; it
+// downloads only on a mismatch or when it lacks deltas. Downloads go to
+// .partial files, are verified per 4 MiB chunk and per file by SHA-256 and
+// resume from the last verified chunk after a kill or a network cut.
+// Deltas are acknowledged only after the sink made them durable.
+//
+// The engine writes through the Sink interface it declares; the store
+// satisfies it through internal/wiring. Progress for a UI comes from
+// protocol markers (file bytes, seq lag), never from guesses.
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/sync/protocol"
+)
+
+// Sink is where the engine writes. Implementations must be safe for use
+// from the engine's goroutine while others read.
+type Sink interface {
+	// State reports what the client holds of a dataset; ok is false when
+	// it holds nothing.
+	State(dataset string) (epoch uint64, snapshot string, seq uint64, ok bool)
+	// Apply makes records durable and visible (all at once).
+	Apply(dataset string, recs []protocol.Record) error
+	// CompactThrough folds pending records up to seq into a new snapshot,
+	// installs it and returns its manifest.
+	CompactThrough(dataset string, seq uint64) (*format.Manifest, error)
+	// StagingDir is where a download of a snapshot is assembled.
+	StagingDir(dataset, snapshotID string) string
+	// Install verifies and swaps in a downloaded snapshot directory.
+	Install(dataset, dir string) error
+}
+
+// Options for New.
+type Options struct {
+	// Server is the server's base URL (http://host:port or https://...).
+	Server string
+	Token  string
+	// Datasets to subscribe; empty means every dataset the server has.
+	Datasets []string
+	// Name identifies this client in the server's logs.
+	Name   string
+	Logger *slog.Logger
+	// BandwidthLimit caps snapshot downloads in bytes per second (0 = no
+	// limit).
+	BandwidthLimit int64
+	// MinBackoff and MaxBackoff bound the reconnect delay (full jitter).
+	// Defaults 250 ms and 60 s.
+	MinBackoff, MaxBackoff time.Duration
+	// TLSInsecure is never set by the product; tests use plain http.
+	Dialer *websocket.Dialer
+}
+
+// Engine is the sync engine.
+type Engine struct {
+	opts Options
+	sink Sink
+	log  *slog.Logger
+
+	mu       sync.Mutex // guards prog, listeners, conn, stats
+	prog     Progress
+	dsProg   map[string]*DatasetProgress
+	listen   []func(Progress)
+	conn     *websocket.Conn
+	attempts int
+
+	paused   atomic.Bool
+	resumeCh chan struct{}
+
+	// Counters (tests, metrics).
+	Stats struct {
+		ChunksRefetched     atomic.Int64 // chunks whose hash did not match
+		BytesDownloaded     atomic.Int64
+		LocalRebases        atomic.Int64 // snapshots matched by local compaction
+		DownloadRebases     atomic.Int64
+		DeltasApplied       atomic.Int64
+		ResumedBytesSkipped atomic.Int64 // bytes kept from .partial files at resume
+	}
+}
+
+// Progress is what a UI shows.
+type Progress struct {
+	Server    string
+	Online    bool
+	Paused    bool
+	LastError string
+	LastSync  time.Time // last time a delta or snapshot was applied, or the client was confirmed current
+	Datasets  []DatasetProgress
+}
+
+// DatasetProgress is one dataset's sync state.
+type DatasetProgress struct {
+	Dataset  string
+	State    string // "connecting", "downloading", "catching up", "live", "rebasing", "offline"
+	Epoch    uint64
+	Snapshot string
+	Seq      uint64
+	HeadSeq  uint64
+	Lag      uint64 // HeadSeq - Seq
+	// Download progress (State == "downloading").
+	File           string
+	FileDone       int64
+	FileTotal      int64
+	BytesDone      int64 // all files of the snapshot
+	BytesTotal     int64
+	RateBytesPerS  float64
+	ETA            time.Duration
+	LastSync       time.Time
+	downloadStart  time.Time
+	downloadOffset int64
+}
+
+// New returns an engine; Run starts it.
+func New(sink Sink, o Options) *Engine {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 250 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 60 * time.Second
+	}
+	if o.Name == "" {
+		o.Name, _ = os.Hostname()
+	}
+	if o.Dialer == nil {
+		o.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, WriteBufferSize: 4096}
+	}
+	e := &Engine{opts: o, sink: sink, log: o.Logger, dsProg: map[string]*DatasetProgress{}, resumeCh: make(chan struct{}, 1)}
+	e.prog.Server = o.Server
+	return e
+}
+
+// OnProgress registers fn to be called (from the engine's goroutine) on
+// every progress change. fn must not block.
+func (e *Engine) OnProgress(fn func(Progress)) {
+	e.mu.Lock()
+	e.listen = append(e.listen, fn)
+	e.mu.Unlock()
+}
+
+// Progress returns the current state.
+func (e *Engine) Progress() Progress {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.progressLocked()
+}
+
+func (e *Engine) progressLocked() Progress {
+	p := e.prog
+	p.Paused = e.paused.Load()
+	p.Datasets = nil
+	for _, d := range e.dsProg {
+		p.Datasets = append(p.Datasets, *d)
+	}
+	slices.SortFunc(p.Datasets, func(a, b DatasetProgress) int { return strings.Compare(a.Dataset, b.Dataset) })
+	return p
+}
+
+// update mutates progress under the lock and notifies listeners.
+func (e *Engine) update(f func(p *Progress, ds func(string) *DatasetProgress)) {
+	e.mu.Lock()
+	f(&e.prog, func(name string) *DatasetProgress {
+		d := e.dsProg[name]
+		if d == nil {
+			d = &DatasetProgress{Dataset: name}
+			e.dsProg[name] = d
+		}
+		return d
+	})
+	p := e.progressLocked()
+	ls := slices.Clone(e.listen)
+	e.mu.Unlock()
+	for _, fn := range ls {
+		fn(p)
+	}
+}
+
+// Pause disconnects and stays offline until Resume; local data keeps
+// serving.
+func (e *Engine) Pause() {
+	e.paused.Store(true)
+	e.mu.Lock()
+	if e.conn != nil {
+		e.conn.Close()
+	}
+	e.mu.Unlock()
+	e.update(func(*Progress, func(string) *DatasetProgress) {})
+}
+
+// Resume reconnects after Pause.
+func (e *Engine) Resume() {
+	e.paused.Store(false)
+	select {
+	case e.resumeCh <- struct{}{}:
+	default:
+	}
+	e.update(func(*Progress, func(string) *DatasetProgress) {})
+}
+
+// Run connects and keeps the datasets in sync until ctx ends, reconnecting
+// with full-jitter exponential backoff. It returns ctx's error.
+func (e *Engine) Run(ctx context.Context) error {
+	for {
+		if e.paused.Load() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-e.resumeCh:
+				continue
+			}
+		}
+		live, err := e.session(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e.update(func(p *Progress, ds func(string) *DatasetProgress) {
+			p.Online = false
+			if err != nil {
+				p.LastError = err.Error()
+			}
+			for _, d := range e.dsProg {
+				d.State = "offline"
+			}
+		})
+		if live {
+			e.attempts = 0
+		}
+		if e.paused.Load() {
+			continue
+		}
+		delay := e.backoff()
+		e.log.Info("sync offline; reconnecting", "in", delay.Round(time.Millisecond), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		case <-e.resumeCh:
+		}
+	}
+}
+
+// backoff is full jitter: uniform in [0, min(max, min*2^attempts)].
+func (e *Engine) backoff() time.Duration {
+	ceil := e.opts.MinBackoff << min(e.attempts, 20)
+	if ceil > e.opts.MaxBackoff || ceil <= 0 {
+		ceil = e.opts.MaxBackoff
+	}
+	e.attempts++
+	return time.Duration(rand.Int64N(int64(ceil) + 1))
+}
+
+// session runs one connection. live reports whether it got as far as
+// being current (to reset the backoff).
+func (e *Engine) session(ctx context.Context) (live bool, err error) {
+	u, err := url.Parse(e.opts.Server)
+	if err != nil {
+		return false, fmt.Errorf("server url: %w", err)
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/sync"
+	h := http.Header{}
+	if e.opts.Token != "" {
+		h.Set("Authorization", "Bearer "+e.opts.Token)
+	}
+	ws, resp, err := e.opts.Dialer.DialContext(ctx, u.String(), h)
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return false, fmt.Errorf("server refused the token (401)")
+		}
+		return false, err
+	}
+	ws.SetReadLimit(protocol.MaxFrame)
+	e.mu.Lock()
+	e.conn = ws
+	e.mu.Unlock()
+	s := &session{e: e, ws: ws, out: make(chan []byte, 64), done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}}
+	defer func() {
+		ws.Close()
+		close(s.done)
+		e.mu.Lock()
+		e.conn = nil
+		e.mu.Unlock()
+	}()
+	go s.writeLoop()
+	stop := context.AfterFunc(ctx, func() { ws.Close() })
+	defer stop()
+	return s.run()
+}
+
+// session is one connection's state; only its reader goroutine touches it
+// (writes go through out to the single writer goroutine).
+type session struct {
+	e    *Engine
+	ws   *websocket.Conn
+	out  chan []byte
+	done chan struct{}
+	live bool
+
+	dl      map[string]*download         // dataset -> download in progress
+	catchup map[string][]protocol.Record // dataset -> records buffered until catchup_end
+	heads   map[string]protocol.Head
+	want    func(string) bool
+}
+
+func (s *session) send(m *protocol.Message) {
+	select {
+	case s.out <- m.Encode():
+	case <-s.done:
+	}
+}
+
+func (s *session) writeLoop() {
+	ping := time.NewTicker(25 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case b := <-s.out:
+			s.ws.SetWriteDeadline(time.Now().Add(15 * time.Second))
+			if err := s.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+				s.ws.Close()
+				return
+			}
+		case <-ping.C:
+			s.ws.SetWriteDeadline(time.Now().Add(15 * time.Second))
+			if err := s.ws.WriteMessage(websocket.PingMessage, nil); err != nil {
+				s.ws.Close()
+				return
+			}
+		case <-s.done:
+			return
+		}
+	}
+}
+
+func (s *session) sub(ds string) protocol.Sub {
+	ep, snap, seq, ok := s.e.sink.State(ds)
+	if !ok {
+		return protocol.Sub{Dataset: ds}
+	}
+	return protocol.Sub{Dataset: ds, Epoch: ep, Snapshot: snap, Seq: seq}
+}
+
+func (s *session) run() (bool, error) {
+	e := s.e
+	wanted := map[string]bool{}
+	for _, d := range e.opts.Datasets {
+		wanted[d] = true
+	}
+	s.want = func(d string) bool { return len(wanted) == 0 || wanted[d] }
+	hello := &protocol.Message{Type: protocol.THello, Proto: []int{protocol.VersionMin, protocol.VersionMax}, Client: e.opts.Name}
+	for _, d := range e.opts.Datasets {
+		hello.Subs = append(hello.Subs, s.sub(d))
+	}
+	subscribed := map[string]bool{}
+	for _, sb := range hello.Subs {
+		subscribed[sb.Dataset] = true
+	}
+	s.send(hello)
+	readDeadline := func() { s.ws.SetReadDeadline(time.Now().Add(90 * time.Second)) }
+	readDeadline()
+	s.ws.SetPingHandler(func(data string) error {
+		readDeadline()
+		s.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(5*time.Second))
+		return nil
+	})
+	for {
+		kind, b, err := s.ws.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) && ce.Text != "" {
+				return s.live, fmt.Errorf("server closed the connection: %s", ce.Text)
+			}
+			return s.live, err
+		}
+		readDeadline()
+		if kind == websocket.BinaryMessage {
+			if err := s.onBinary(b); err != nil {
+				return s.live, err
+			}
+			continue
+		}
+		m, err := protocol.DecodeMessage(b)
+		if err != nil {
+			e.log.Warn("refusing malformed message from server", "err", err)
+			return s.live, err
+		}
+		switch m.Type {
+		case protocol.TWelcome:
+			s.onHeads(m.Heads)
+			e.update(func(p *Progress, _ func(string) *DatasetProgress) { p.Online = true; p.LastError = "" })
+			// Datasets the server has that we want but did not hold.
+			var more []protocol.Sub
+			for _, h := range m.Heads {
+				if s.want(h.Dataset) && !subscribed[h.Dataset] {
+					subscribed[h.Dataset] = true
+					more = append(more, s.sub(h.Dataset))
+				}
+			}
+			if len(more) > 0 {
+				s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: more})
+			}
+		case protocol.THeartbeat:
+			s.onHeads(m.Heads)
+		case protocol.TSnapshot:
+			if err := s.onSnapshot(m); err != nil {
+				return s.live, err
+			}
+		case protocol.TCatchupBegin:
+			s.catchup[m.Dataset] = []protocol.Record{}
+			e.update(func(_ *Progress, ds func(string) *DatasetProgress) { ds(m.Dataset).State = "catching up" })
+		case protocol.TCatchupEnd:
+			recs := s.catchup[m.Dataset]
+			delete(s.catchup, m.Dataset)
+			if err := s.apply(m.Dataset, recs); err != nil {
+				return s.live, err
+			}
+			s.live = true
+			e.update(func(p *Progress, ds func(string) *DatasetProgress) {
+				d := ds(m.Dataset)
+				d.State = "live"
+				p.LastSync, d.LastSync = time.Now(), time.Now()
+			})
+		case protocol.TFileEnd:
+			if err := s.onFileEnd(m); err != nil {
+				return s.live, err
+			}
+		case protocol.TReset:
+			e.log.Warn("server reset", "dataset", m.Dataset, "reason", m.Reason)
+		case protocol.TError:
+			e.log.Warn("server error", "dataset", m.Dataset, "reason", m.Reason)
+			if m.File != "" {
+				return s.live, fmt.Errorf("server: %s", m.Reason)
+			}
+			if m.RetryAfterMs > 0 {
+				return s.live, fmt.Errorf("server busy: %s", m.Reason)
+			}
+		}
+	}
+}
+
+func (s *session) onHeads(heads []protocol.Head) {
+	s.e.update(func(_ *Progress, ds func(string) *DatasetProgress) {
+		for _, h := range heads {
+			if !s.want(h.Dataset) {
+				continue
+			}
+			d := ds(h.Dataset)
+			d.HeadSeq = h.Seq
+			if d.HeadSeq > d.Seq {
+				d.Lag = d.HeadSeq - d.Seq
+			} else {
+				d.Lag = 0
+			}
+		}
+	})
+}
+
+func (s *session) onBinary(b []byte) error {
+	v, err := protocol.DecodeBinary(b)
+	if err != nil {
+		s.e.log.Warn("refusing malformed frame from server", "err", err)
+		return err
+	}
+	switch f := v.(type) {
+	case *protocol.DeltaFrame:
+		if buf, ok := s.catchup[f.Dataset]; ok {
+			s.catchup[f.Dataset] = append(buf, f.Records...)
+			return nil
+		}
+		return s.apply(f.Dataset, f.Records)
+	case *protocol.Chunk:
+		return s.onChunk(f)
+	}
+	return nil
+}
+
+// apply writes records through the sink and acknowledges them. A gap
+// (records that do not follow the local seq) forces a resubscribe.
+func (s *session) apply(ds string, recs []protocol.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	_, _, seq, ok := s.e.sink.State(ds)
+	if !ok {
+		return nil // not installed yet; the subscribe after install catches up
+	}
+	i := 0
+	for i < len(recs) && recs[i].Seq <= seq {
+		i++
+	}
+	recs = recs[i:]
+	if len(recs) == 0 {
+		return nil
+	}
+	if recs[0].Seq != seq+1 {
+		s.e.log.Warn("gap in deltas; resubscribing", "dataset", ds, "have", seq, "got", recs[0].Seq)
+		s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: []protocol.Sub{s.sub(ds)}})
+		return nil
+	}
+	if err := s.e.sink.Apply(ds, recs); err != nil {
+		return fmt.Errorf("apply %s: %w", ds, err)
+	}
+	last := recs[len(recs)-1].Seq
+	s.e.Stats.DeltasApplied.Add(int64(len(recs)))
+	s.send(&protocol.Message{Type: protocol.TAck, Dataset: ds, Seq: last})
+	s.e.update(func(p *Progress, dsf func(string) *DatasetProgress) {
+		d := dsf(ds)
+		d.Seq = last
+		if d.HeadSeq < last {
+			d.HeadSeq = last
+		}
+		d.Lag = d.HeadSeq - last
+		p.LastSync, d.LastSync = time.Now(), time.Now()
+	})
+	return nil
+}
+
+// onSnapshot rebases onto the server's snapshot: by local compaction when
+// the client holds every delta it covers, else by download.
+func (s *session) onSnapshot(m *protocol.Message) error {
+	e, man := s.e, m.Manifest
+	ds := man.Dataset
+	if !s.want(ds) {
+		return nil
+	}
+	ep, snapID, seq, ok := e.sink.State(ds)
+	if ok && snapID == man.SnapshotID {
+		s.markCurrent(ds)
+		return nil
+	}
+	if ok && ep == man.Epoch && seq >= man.CoversThroughSeq {
+		e.update(func(_ *Progress, dsf func(string) *DatasetProgress) { dsf(ds).State = "rebasing" })
+		local, err := e.sink.CompactThrough(ds, man.CoversThroughSeq)
+		if err == nil && sameFiles(local, man) {
+			e.Stats.LocalRebases.Add(1)
+			e.log.Info("rebased by local compaction: SHA-256 of every file equals the server's", "dataset", ds, "snapshot", man.SnapshotID)
+			s.markCurrent(ds)
+			return nil
+		}
+		if err != nil {
+			e.log.Warn("local compaction failed; downloading the server's snapshot", "dataset", ds, "err", err)
+		} else {
+			e.log.Warn("local compaction differs from the server's snapshot; downloading it", "dataset", ds, "local", local.SnapshotID, "server", man.SnapshotID)
+		}
+	}
+	return s.startDownload(man)
+}
+
+func (s *session) markCurrent(ds string) {
+	ep, snap, seq, _ := s.e.sink.State(ds)
+	s.e.update(func(p *Progress, dsf func(string) *DatasetProgress) {
+		d := dsf(ds)
+		d.Epoch, d.Snapshot, d.Seq = ep, snap, seq
+		if d.State != "catching up" {
+			d.State = "live"
+		}
+		p.LastSync, d.LastSync = time.Now(), time.Now()
+	})
+}
+
+func sameFiles(a, b *format.Manifest) bool {
+	for _, name := range []string{format.DataFile, format.IndexFile, format.HashFile, format.TailFile} {
+		fa, fb := a.File(name), b.File(name)
+		if (fa == nil) != (fb == nil) || (fa != nil && fa.SHA256 != fb.SHA256) {
+			return false
+		}
+	}
+	return true
+}
+
+// download is a snapshot being fetched, one file at a time.
+type download struct {
+	man     *format.Manifest
+	dir     string
+	files   []format.FileInfo
+	i       int // file being fetched
+	f       *os.File
+	off     int64     // next expected byte of the current file
+	whole   hash.Hash // SHA-256 of bytes [0, off)
+	chunk   hash.Hash // SHA-256 of the current 4 MiB chunk
+	base    int64     // bytes of earlier files, for progress
+	retries int
+}
+
+func (s *session) startDownload(man *format.Manifest) error {
+	ds := man.Dataset
+	if old := s.dl[ds]; old != nil {
+		if old.man.SnapshotID == man.SnapshotID {
+			return nil
+		}
+		old.close()
+	}
+	dir := s.e.sink.StagingDir(ds, man.SnapshotID)
+	// Other staging directories of this dataset are stale downloads.
+	parent := filepath.Dir(dir)
+	if ents, err := os.ReadDir(parent); err == nil {
+		for _, en := range ents {
+			if strings.HasPrefix(en.Name(), ".dl-") && filepath.Join(parent, en.Name()) != dir {
+				os.RemoveAll(filepath.Join(parent, en.Name()))
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	d := &download{man: man, dir: dir, files: man.Files}
+	s.dl[ds] = d
+	var total int64
+	for _, f := range man.Files {
+		total += f.Size
+	}
+	s.e.DownloadRebasesAdd()
+	s.e.log.Info("downloading snapshot", "dataset", ds, "snapshot", man.SnapshotID, "bytes", total)
+	s.e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {
+		p := dsf(ds)
+		p.State, p.BytesTotal, p.BytesDone, p.downloadStart = "downloading", total, 0, time.Now()
+	})
+	return s.nextFile(d)
+}
+
+// DownloadRebasesAdd counts a download (kept as a method for clarity).
+func (e *Engine) DownloadRebasesAdd() { e.Stats.DownloadRebases.Add(1) }
+
+// nextFile opens the next file that is not complete yet and asks for it
+// from the last verified chunk.
+func (s *session) nextFile(d *download) error {
+	for ; d.i < len(d.files); d.i++ {
+		fi := d.files[d.i]
+		final := filepath.Join(d.dir, fi.Name)
+		if st, err := os.Stat(final); err == nil && st.Size() == fi.Size {
+			d.base += fi.Size
+			continue // verified and renamed in an earlier session
+		}
+		part := final + ".partial"
+		f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		d.f, d.whole, d.chunk = f, sha256.New(), sha256.New()
+		// Keep the prefix of whole chunks that verify.
+		d.off = 0
+		buf := make([]byte, format.ChunkSize)
+		for ci := range fi.Chunks {
+			n, err := io.ReadFull(f, buf)
+			if int64(n) != min(format.ChunkSize, fi.Size-int64(ci)*format.ChunkSize) || (err != nil && !errors.Is(err, io.ErrUnexpectedEOF)) {
+				break
+			}
+			sum := sha256.Sum256(buf[:n])
+			if hex.EncodeToString(sum[:]) != fi.Chunks[ci] {
+				break
+			}
+			d.whole.Write(buf[:n])
+			d.off += int64(n)
+		}
+		if err := f.Truncate(d.off); err != nil {
+			return err
+		}
+		if _, err := f.Seek(d.off, io.SeekStart); err != nil {
+			return err
+		}
+		s.e.Stats.ResumedBytesSkipped.Add(d.off)
+		if d.off == fi.Size {
+			return s.finishFile(d)
+		}
+		s.e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {
+			p := dsf(d.man.Dataset)
+			p.File, p.FileDone, p.FileTotal, p.downloadOffset = fi.Name, d.off, fi.Size, d.base+d.off
+			p.BytesDone = d.base + d.off
+		})
+		s.e.log.Debug("fetch", "file", fi.Name, "offset", d.off)
+		s.send(&protocol.Message{Type: protocol.TFetch, Dataset: d.man.Dataset, Snapshot: d.man.SnapshotID, File: fi.Name, SHA256: fi.SHA256, Offset: d.off})
+		return nil
+	}
+	return s.finishDownload(d)
+}
+
+func (d *download) close() {
+	if d.f != nil {
+		d.f.Close()
+		d.f = nil
+	}
+}
+
+func (s *session) onChunk(c *protocol.Chunk) error {
+	var d *download
+	for _, x := range s.dl {
+		if x.f != nil && x.i < len(x.files) && x.files[x.i].SHA256 == hex.EncodeToString(c.SHA256[:]) {
+			d = x
+		}
+	}
+	if d == nil || c.Offset != d.off {
+		return nil // a stale stream (after a refetch); ignore
+	}
+	fi := d.files[d.i]
+	if d.off+int64(len(c.Data)) > fi.Size {
+		return fmt.Errorf("server sent more of %s than its size", fi.Name)
+	}
+	data := c.Data
+	for len(data) > 0 {
+		inChunk := d.off % format.ChunkSize
+		take := min(int64(len(data)), format.ChunkSize-inChunk)
+		if _, err := d.f.Write(data[:take]); err != nil {
+			return err
+		}
+		d.chunk.Write(data[:take])
+		d.off += take
+		data = data[take:]
+		if d.off%format.ChunkSize == 0 || d.off == fi.Size {
+			ci := (d.off - 1) / format.ChunkSize
+			sum := hex.EncodeToString(d.chunk.Sum(nil))
+			d.chunk.Reset()
+			start := ci * format.ChunkSize
+			if sum != fi.Chunks[ci] {
+				// Corrupt in transit: drop the chunk and fetch it again.
+				s.e.Stats.ChunksRefetched.Add(1)
+				s.e.log.Warn("chunk hash mismatch; refetching", "file", fi.Name, "chunk", ci)
+				d.retries++
+				if d.retries > 20 {
+					return fmt.Errorf("%s: too many corrupt chunks", fi.Name)
+				}
+				if err := d.f.Truncate(start); err != nil {
+					return err
+				}
+				if _, err := d.f.Seek(start, io.SeekStart); err != nil {
+					return err
+				}
+				d.off = start
+				// whole was fed only verified chunks, see below.
+				s.send(&protocol.Message{Type: protocol.TFetch, Dataset: d.man.Dataset, Snapshot: d.man.SnapshotID, File: fi.Name, SHA256: fi.SHA256, Offset: start})
+				return nil
+			}
+			// Feed the verified chunk to the whole-file hash by re-reading
+			// it from the page cache (keeps one copy in flight).
+			if err := feedRange(d.whole, d.f, start, d.off); err != nil {
+				return err
+			}
+		}
+	}
+	s.e.Stats.BytesDownloaded.Add(int64(len(c.Data)))
+	s.progressBytes(d)
+	if s.e.opts.BandwidthLimit > 0 {
+		time.Sleep(time.Duration(float64(len(c.Data)) / float64(s.e.opts.BandwidthLimit) * float64(time.Second)))
+	}
+	return nil
+}
+
+func feedRange(h hash.Hash, f *os.File, from, to int64) error {
+	_, err := io.Copy(h, io.NewSectionReader(f, from, to-from))
+	return err
+}
+
+func (s *session) progressBytes(d *download) {
+	s.e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {
+		p := dsf(d.man.Dataset)
+		p.FileDone = d.off
+		p.BytesDone = d.base + d.off
+		if el := time.Since(p.downloadStart).Seconds(); el > 0 {
+			p.RateBytesPerS = float64(p.BytesDone-p.downloadOffset) / el
+			if p.RateBytesPerS > 0 {
+				p.ETA = time.Duration(float64(p.BytesTotal-p.BytesDone) / p.RateBytesPerS * float64(time.Second))
+			}
+		}
+	})
+}
+
+func (s *session) onFileEnd(m *protocol.Message) error {
+	s.e.log.Debug("file_end", "file", m.File)
+	d := s.dl[m.Dataset]
+	if d == nil || d.i >= len(d.files) || d.files[d.i].SHA256 != m.SHA256 {
+		return nil
+	}
+	if d.off != d.files[d.i].Size {
+		return nil // a refetch is under way
+	}
+	return s.finishFile(d)
+}
+
+// finishFile checks the whole-file SHA-256 and renames .partial away.
+func (s *session) finishFile(d *download) error {
+	fi := d.files[d.i]
+	if got := hex.EncodeToString(d.whole.Sum(nil)); got != fi.SHA256 {
+		d.close()
+		os.Remove(filepath.Join(d.dir, fi.Name+".partial"))
+		return fmt.Errorf("%s: SHA-256 %s, manifest says %s; file discarded", fi.Name, got, fi.SHA256)
+	}
+	if err := d.f.Sync(); err != nil {
+		return err
+	}
+	d.close()
+	final := filepath.Join(d.dir, fi.Name)
+	if err := os.Rename(final+".partial", final); err != nil {
+		return err
+	}
+	d.base += fi.Size
+	d.i++
+	return s.nextFile(d)
+}
+
+// finishDownload writes the manifest and hands the directory to the sink,
+// then subscribes for the deltas after it.
+func (s *session) finishDownload(d *download) error {
+	ds := d.man.Dataset
+	delete(s.dl, ds)
+	b, err := jsonManifest(d.man)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(d.dir, format.ManifestFile), b, 0o644); err != nil {
+		return err
+	}
+	if err := s.e.sink.Install(ds, d.dir); err != nil {
+		os.RemoveAll(d.dir)
+		return fmt.Errorf("install %s: %w", ds, err)
+	}
+	s.e.log.Info("installed downloaded snapshot", "dataset", ds, "snapshot", d.man.SnapshotID)
+	s.markCurrent(ds)
+	s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: []protocol.Sub{s.sub(ds)}})
+	return nil
+}
