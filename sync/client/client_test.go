@@ -1,8 +1,8 @@
 package client_test
 
 import (
-	"log/slog"
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
