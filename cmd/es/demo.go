@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -31,6 +32,7 @@ func runDemo(e *env, args []string) error {
 	fset.StringVar(&home, "home", "", "home directory to build the demo in (default: a temporary directory, removed afterwards)")
 	series := fset.Int("series", 2000, "synthetic series to generate")
 	rows := fset.Int64("rows", 150_000, "synthetic rows to generate")
+	ticks := fset.Int("live", 5, "seconds of live updates to show (0 = none)")
 	if _, err := parse(fset, args); err != nil {
 		return err
 	}
@@ -44,6 +46,8 @@ func runDemo(e *env, args []string) error {
 		home = d
 	}
 	out := e.stdout
+	serverHome := filepath.Join(home, "server")
+	companionHome := filepath.Join(home, "companion")
 	src := filepath.Join(home, "sources")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return err
@@ -57,7 +61,7 @@ func runDemo(e *env, args []string) error {
 		return fmt.Errorf("generate: %w", err)
 	}
 	fmt.Fprintf(out, "generated %d rows of %d synthetic series in %v\n", *rows, *series, time.Since(t0).Round(time.Millisecond))
-	res, err := cookDataset(e, home, "eia", []string{synthFile}, cook.InputOptions{}, 1<<20)
+	res, err := cookDataset(e, serverHome, "eia", []string{synthFile}, cook.InputOptions{}, 1<<20)
 	if err != nil {
 		return err
 	}
@@ -73,21 +77,49 @@ func runDemo(e *env, args []string) error {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			return err
 		}
-		res, err := cookDataset(e, home, s.dataset, []string{p}, s.opts, 1<<20)
+		res, err := cookDataset(e, serverHome, s.dataset, []string{p}, s.opts, 1<<20)
 		if err != nil {
 			return fmt.Errorf("cook %s: %w", s.file, err)
 		}
 		fmt.Fprintf(out, "cooked %s from %s: %d rows, %d series\n", s.dataset, s.file, res.manifest.Rows, res.manifest.Series)
 	}
 
-	// 3. Open the home and look things up.
-	t0 = time.Now()
-	st, err := localcache.Open(home, nil)
+	// 3. A server on loopback, and a companion that syncs everything into
+	// its own home.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srvURL, writeTok, readTok, stopServer, err := demoServer(serverHome)
+	if err != nil {
+		return err
+	}
+	defer stopServer()
+	fmt.Fprintf(out, "\nserver listening on %s\n", srvURL)
+	st, err := localcache.Open(companionHome, &localcache.Options{CompactRows: -1, CompactBytes: -1})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintf(out, "\nopened %d datasets in %v (files mapped, nothing decoded)\n\n", len(st.DatasetNames()), time.Since(t0).Round(time.Microsecond))
+	t0 = time.Now()
+	eng, syncDone := startSync(ctx, st, syncConfig{server: srvURL, token: readTok, name: "demo-companion"})
+	defer func() { cancel(); <-syncDone }()
+	for {
+		p := eng.Progress()
+		live := 0
+		for _, d := range p.Datasets {
+			if d.State == "live" {
+				live++
+			}
+		}
+		if live == 4 {
+			break
+		}
+		if time.Since(t0) > 60*time.Second {
+			return fmt.Errorf("companion did not sync within a minute: %+v", p)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Fprintf(out, "companion synced 4 datasets (%s over the websocket, SHA-256 verified) in %v\n\n",
+		humanBytes(eng.Stats.BytesDownloaded.Load()), time.Since(t0).Round(time.Millisecond))
 
 	show := func(ref, from, to string) error {
 		f, _ := parseBound(from, false)
@@ -156,8 +188,17 @@ func runDemo(e *env, args []string) error {
 	}
 	slices.Sort(lat)
 	fmt.Fprintf(out, "\n%d random one-year lookups: p50 %v, p99 %v (%d points in all)\n", len(lat), lat[len(lat)/2], lat[len(lat)*99/100], points)
+	// 5. Live: a ticker posts a new value every second to the server; the
+	// companion shows it.
+	if *ticks > 0 {
+		fmt.Fprintf(out, "\nlive: posting a new WTI-like daily value to the server every second\n")
+		if err := demoTicker(out, srvURL, writeTok, st, *ticks); err != nil {
+			return err
+		}
+	}
+
 	if keep {
-		fmt.Fprintf(out, "\nTry: go run ./cmd/es get --home %s MSFT 2005 2006\n", home)
+		fmt.Fprintf(out, "\nTry: go run ./cmd/es get --home %s MSFT 2005 2006\n", companionHome)
 	} else {
 		fmt.Fprintf(out, "\nThe demo's temporary home is removed now; pass --home DIR to keep it and explore with es get/info/search.\n")
 	}

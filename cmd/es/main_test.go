@@ -119,8 +119,8 @@ func TestCookBadInput(t *testing.T) {
 }
 
 func TestDemo(t *testing.T) {
-	out := mustES(t, "demo", "--series", "200", "--rows", "20000")
-	for _, want := range []string{"cooked eia", "cooked iowa", "MSFT", "39.81", "random one-year lookups"} {
+	out := mustES(t, "demo", "--series", "200", "--rows", "20000", "--live", "2")
+	for _, want := range []string{"cooked eia", "cooked iowa", "companion synced 4 datasets", "MSFT", "39.81", "random one-year lookups", "visible on the companion"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
