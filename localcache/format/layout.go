@@ -113,7 +113,9 @@ func SweepTemp(datasetDir string) (int, error) {
 
 // Verify checks a snapshot directory completely: the manifest, every
 // file's size and SHA-256 (any flipped byte), the Arrow structure of
-// data.arrow and index.arrow, and that index.hash resolves every series.
+// data.arrow and index.arrow, the Parquet structure of tail.parquet (row
+// groups, and that every row belongs to the series the index says), and
+// that index.hash resolves every series.
 func Verify(dir string) (*Manifest, error) {
 	m, err := ReadManifest(dir)
 	if err != nil {
@@ -148,13 +150,31 @@ func Verify(dir string) (*Manifest, error) {
 		return m, err
 	}
 	defer d.Close()
-	var rows int64
+	tl, err := verifyOpenTail(dir, m)
+	if err != nil {
+		return m, err
+	}
+	var rows, coldRows int64
+	hot := 0
+	tb := &tailBlockCheck{t: tl, block: -1}
 	for r := uint32(0); r < uint32(m.Series); r++ {
 		if r > 0 && !(x.ID(r-1) < x.ID(r)) {
 			return m, corrupt(IndexFile, -1, "series ids not strictly sorted at row %d", r)
 		}
 		n := x.Length[r]
 		rows += int64(n)
+		switch Tier(x.Tier[r]) {
+		case Hot:
+			hot++
+		case Cold:
+			coldRows += int64(n)
+			if err := tb.check(r, x.Batch[r], x.Offset[r], n); err != nil {
+				return m, err
+			}
+			continue
+		default:
+			return m, corrupt(IndexFile, -1, "row %d: unknown tier %d", r, x.Tier[r])
+		}
 		if n == 0 {
 			continue
 		}
@@ -174,5 +194,67 @@ func Verify(dir string) (*Manifest, error) {
 	if rows != m.Rows {
 		return m, corrupt(IndexFile, -1, "lengths sum to %d rows, manifest says %d", rows, m.Rows)
 	}
+	if hot != m.HotSeries {
+		return m, corrupt(IndexFile, -1, "%d hot series, manifest says %d", hot, m.HotSeries)
+	}
+	if tl != nil && coldRows != tl.TotalRows {
+		return m, corrupt(TailFile, -1, "%d rows, the index's cold series have %d", tl.TotalRows, coldRows)
+	}
 	return m, nil
+}
+
+// verifyOpenTail opens tail.parquet if the manifest lists it, which it
+// must exactly when some series is cold.
+func verifyOpenTail(dir string, m *Manifest) (*Tail, error) {
+	listed := m.File(TailFile) != nil
+	switch {
+	case !listed && m.HotSeries < m.Series:
+		return nil, corrupt(ManifestFile, -1, "%d of %d series are hot but no %s is listed", m.HotSeries, m.Series, TailFile)
+	case listed && m.HotSeries == m.Series:
+		return nil, corrupt(ManifestFile, -1, "lists %s but every series is hot", TailFile)
+	case !listed:
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, TailFile))
+	if err != nil {
+		return nil, err
+	}
+	return OpenTail(b, m.PeriodType)
+}
+
+// tailBlockCheck checks cold series against tail.parquet, decoding the
+// series column of one row group at a time (cold series are in index
+// order, so each row group is decoded once).
+type tailBlockCheck struct {
+	t      *Tail
+	block  int
+	series []uint32
+}
+
+func (c *tailBlockCheck) check(r, block, off, n uint32) error {
+	if n == 0 {
+		return nil
+	}
+	if c.t == nil {
+		return corrupt(IndexFile, -1, "row %d is cold but there is no %s", r, TailFile)
+	}
+	if int(block) >= c.t.NumBlocks {
+		return corrupt(IndexFile, -1, "row %d: row group %d out of range (%d row groups)", r, block, c.t.NumBlocks)
+	}
+	if int(block) != c.block {
+		s, err := c.t.BlockSeries(int(block))
+		if err != nil {
+			return err
+		}
+		c.block, c.series = int(block), s
+	}
+	if uint64(off)+uint64(n) > uint64(len(c.series)) {
+		return corrupt(IndexFile, -1, "row %d: rows [%d,%d) outside row group %d of %d rows", r, off, uint64(off)+uint64(n), block, len(c.series))
+	}
+	for i := off; i < off+n; i++ {
+		if c.series[i] != r {
+			return corrupt(TailFile, -1, "row %d of row group %d belongs to series %d, index says %d", i, block, c.series[i], r)
+		}
+	}
+	return nil
 }

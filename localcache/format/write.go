@@ -34,6 +34,10 @@ type WriteOptions struct {
 	Created time.Time
 	// Progress, if set, is called with the stage name and rows done/total.
 	Progress func(stage string, done, total int64)
+	// Tail, if set, decides which series go to the cold tier
+	// (tail.parquet); nil keeps each series' SeriesMeta.Tier, which is
+	// what compaction relies on to keep tiers stable.
+	Tail *TailRule
 }
 
 // WriteStats reports what Write did with the rows it was given.
@@ -45,10 +49,12 @@ type WriteStats struct {
 }
 
 // Write cooks t into a new snapshot directory dir, which must not exist.
-// The result depends only on the rows and on Dataset, Epoch and
+// The result depends only on the rows, the tiers and on Dataset, Epoch and
 // CoversThroughSeq: the same input gives byte-identical data.arrow,
-// index.arrow and index.hash. Files and directory are fsynced before Write
-// returns; dir is removed again if Write fails.
+// index.arrow, index.hash and tail.parquet. Rows of cold series go to
+// tail.parquet (written only when some series is cold) instead of
+// data.arrow. Files and directory are fsynced before Write returns; dir is
+// removed again if Write fails.
 func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, err error) {
 	if err := ValidDatasetName(o.Dataset); err != nil {
 		return nil, st, err
@@ -74,6 +80,17 @@ func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, er
 	c := cookRows(t, o.Progress)
 	st = WriteStats{InputRows: int64(t.Len()), Rows: int64(len(c.value)), Series: len(c.order), Duplicates: c.duplicates}
 
+	ids := make([]string, len(c.order))
+	for r, si := range c.order {
+		ids[r] = t.Series[si].ID
+	}
+	tier, nCold := c.tiers(t, ids, o.Tail)
+	var cold *cooked
+	if nCold > 0 {
+		cold = c.split(tier)
+		cold.batches = cold.cutBatches(TailBlockRows)
+	}
+
 	m = &Manifest{
 		Format:           FormatName,
 		Version:          FormatVersion,
@@ -82,7 +99,7 @@ func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, er
 		CoversThroughSeq: o.CoversThroughSeq,
 		Rows:             st.Rows,
 		Series:           st.Series,
-		HotSeries:        st.Series,
+		HotSeries:        st.Series - nCold,
 		PeriodType:       c.periodType,
 		Duplicates:       c.duplicates,
 		Created:          o.Created.UTC().Truncate(time.Second),
@@ -96,12 +113,8 @@ func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, er
 	if err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", DataFile, err)
 	}
-	ids := make([]string, len(c.order))
-	for r, si := range c.order {
-		ids[r] = t.Series[si].ID
-	}
 	idxInfo, err := writeArrow(filepath.Join(dir, IndexFile), IndexSchema(c.periodType), func(w *ipc.FileWriter) error {
-		return c.writeIndex(w, t, ids)
+		return c.writeIndex(w, t, ids, cold, tier)
 	})
 	if err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", IndexFile, err)
@@ -115,6 +128,13 @@ func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, er
 	hashInfo := hh.info(HashFile)
 
 	m.Files = []FileInfo{dataInfo, idxInfo, hashInfo}
+	if cold != nil {
+		tailInfo, err := writeTailFile(filepath.Join(dir, TailFile), cold, tailV1)
+		if err != nil {
+			return nil, st, fmt.Errorf("write %s: %w", TailFile, err)
+		}
+		m.Files = append(m.Files, tailInfo)
+	}
 	m.SnapshotID = snapshotID(m)
 	if err := writeManifest(dir, m); err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", ManifestFile, err)
@@ -413,7 +433,9 @@ func (c *cooked) writeData(w *ipc.FileWriter) error {
 	return nil
 }
 
-func (c *cooked) writeIndex(w *ipc.FileWriter, t *Table, ids []string) error {
+// writeIndex writes index.arrow. c holds the hot rows; cold, if not nil,
+// the rows of the series whose tier is Cold (see split).
+func (c *cooked) writeIndex(w *ipc.FileWriter, t *Table, ids []string, cold *cooked, tier []Tier) error {
 	ns := len(c.order)
 	mem := memory.NewGoAllocator()
 	schema := IndexSchema(c.periodType)
@@ -427,18 +449,34 @@ func (c *cooked) writeIndex(w *ipc.FileWriter, t *Table, ids []string) error {
 	first := make([]int64, ns)
 	last := make([]int64, ns)
 	latest := make([]float64, ns)
-	for bi, b := range c.batches {
-		for r := b.r0; r < b.r1; r++ {
-			batch[r] = uint32(bi)
-			offset[r] = uint32(c.start[r] - c.start[b.r0])
-			length[r] = uint32(c.start[r+1] - c.start[r])
+	// of returns the rows holding rank r: the cold tier's or the hot one's.
+	of := func(r int) *cooked {
+		if tier[r] == Cold {
+			return cold
+		}
+		return c
+	}
+	for _, sub := range []*cooked{c, cold} {
+		if sub == nil {
+			continue
+		}
+		for bi, b := range sub.batches {
+			for r := b.r0; r < b.r1; r++ {
+				if of(r) != sub {
+					continue
+				}
+				batch[r] = uint32(bi)
+				offset[r] = uint32(sub.start[r] - sub.start[b.r0])
+				length[r] = uint32(sub.start[r+1] - sub.start[r])
+			}
 		}
 	}
 	for r := 0; r < ns; r++ {
-		lo, hi := c.start[r], c.start[r+1]
+		sub := of(r)
+		lo, hi := sub.start[r], sub.start[r+1]
 		if hi > lo {
-			first[r], last[r] = c.periodAt(lo), c.periodAt(hi-1)
-			latest[r] = c.value[hi-1]
+			first[r], last[r] = sub.periodAt(lo), sub.periodAt(hi-1)
+			latest[r] = sub.value[hi-1]
 		} else {
 			latest[r] = math.NaN()
 		}
@@ -471,7 +509,7 @@ func (c *cooked) writeIndex(w *ipc.FileWriter, t *Table, ids []string) error {
 		sb(IdxUnit).Append(m.Unit)
 		sb(IdxName).Append(m.Name)
 		sb(IdxSource).Append(m.Source)
-		tiers[r] = uint8(m.Tier)
+		tiers[r] = uint8(tier[r])
 	}
 	bld.Field(IdxTier).(*array.Uint8Builder).AppendValues(tiers, nil)
 	rec := bld.NewRecordBatch()

@@ -1,0 +1,547 @@
+package format
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/schema"
+)
+
+// TailBlockRows is the target number of rows of a row group of
+// tail.parquet. Row groups are cut only at series boundaries, so a longer
+// series gets a row group of its own. A row group is the unit of decoding:
+// a cold read decodes the whole group once, then serves from a cache. See
+// FORMAT.md for why 16Ki and not 64Ki.
+const TailBlockRows = 1 << 14
+
+// tailCreatedBy is the created_by of tail.parquet: fixed, so that the bytes
+// do not change with the writer library's version string.
+const tailCreatedBy = "energyscope snapshot format 1"
+
+// tailCodec is how tail.parquet is encoded. Format version 1 uses tailV1;
+// the others exist for the measurement in tail_measure_test.go.
+type tailCodec struct {
+	name      string
+	seriesEnc parquet.Encoding
+	periodEnc parquet.Encoding
+	valueEnc  parquet.Encoding
+	codec     compress.Compression
+	level     int
+}
+
+var tailV1 = tailCodec{
+	name:      "delta+plain+zstd",
+	seriesEnc: parquet.Encodings.DeltaBinaryPacked,
+	periodEnc: parquet.Encodings.DeltaBinaryPacked,
+	valueEnc:  parquet.Encodings.Plain,
+	codec:     compress.Codecs.Zstd,
+	level:     3,
+}
+
+// Column positions in tail.parquet (the same columns as data.arrow).
+const (
+	tailSeries = DataSeries
+	tailPeriod = DataPeriod
+	tailValue  = DataValue
+)
+
+// tailSchema is the Parquet schema of tail.parquet: series (uint32),
+// period (DATE, or TIMESTAMP(MILLIS, UTC): Parquet has no seconds unit),
+// value (DOUBLE); all required.
+func tailSchema(pt PeriodType) (*schema.GroupNode, error) {
+	series, err := schema.NewPrimitiveNodeLogical("series", parquet.Repetitions.Required, schema.NewIntLogicalType(32, false), parquet.Types.Int32, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	var period *schema.PrimitiveNode
+	if pt == PeriodTimestamp {
+		period, err = schema.NewPrimitiveNodeLogical("period", parquet.Repetitions.Required, schema.NewTimestampLogicalTypeForce(true, schema.TimeUnitMillis), parquet.Types.Int64, 0, -1)
+	} else {
+		period, err = schema.NewPrimitiveNodeLogical("period", parquet.Repetitions.Required, schema.DateLogicalType{}, parquet.Types.Int32, 0, -1)
+	}
+	if err != nil {
+		return nil, err
+	}
+	value, err := schema.NewPrimitiveNode("value", parquet.Repetitions.Required, parquet.Types.Double, -1, 0)
+	if err != nil {
+		return nil, err
+	}
+	return schema.NewGroupNode("schema", parquet.Repetitions.Required, schema.FieldList{series, period, value}, -1)
+}
+
+func tailWriterProps(tc tailCodec) *parquet.WriterProperties {
+	return parquet.NewWriterProperties(
+		parquet.WithCreatedBy(tailCreatedBy),
+		parquet.WithVersion(parquet.V2_6),
+		parquet.WithDataPageVersion(parquet.DataPageV1),
+		parquet.WithDictionaryDefault(false),
+		parquet.WithStats(false),
+		// Per row group min/max of the series column lets a third-party
+		// reader skip row groups when it looks for one series.
+		parquet.WithStatsFor("series", true),
+		parquet.WithEncodingFor("series", tc.seriesEnc),
+		parquet.WithEncodingFor("period", tc.periodEnc),
+		parquet.WithEncodingFor("value", tc.valueEnc),
+		parquet.WithCompression(tc.codec),
+		parquet.WithCompressionLevel(tc.level),
+		// One page per column chunk: a row group is decoded whole anyway.
+		parquet.WithDataPageSize(64<<20),
+		parquet.WithMaxRowGroupLength(math.MaxInt32),
+		parquet.WithBatchSize(64<<10),
+	)
+}
+
+// writeTail writes c's rows (the cold tier) to w as Parquet, one row group
+// per entry of c.batches.
+func (c *cooked) writeTail(w io.Writer, tc tailCodec) (err error) {
+	root, err := tailSchema(c.periodType)
+	if err != nil {
+		return err
+	}
+	md := metadata.NewKeyValueMetadata()
+	md.Append(metaFileKey, "tail")
+	md.Append(metaVersionKey, strconv.Itoa(FormatVersion))
+	fw, err := file.NewParquetWriterWithError(w, root, file.WithWriterProps(tailWriterProps(tc)), file.WithWriteMetadata(md))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("parquet writer: %v", p)
+		}
+	}()
+	var ms []int64
+	for _, b := range c.batches {
+		lo, hi := c.start[b.r0], c.start[b.r1]
+		rg, err := fw.AppendRowGroupChecked()
+		if err != nil {
+			return err
+		}
+		cw, err := rg.NextColumn()
+		if err != nil {
+			return err
+		}
+		if _, err := cw.(*file.Int32ColumnChunkWriter).WriteBatch(int32s(c.series[lo:hi]), nil, nil); err != nil {
+			return err
+		}
+		if cw, err = rg.NextColumn(); err != nil {
+			return err
+		}
+		if c.periodType == PeriodTimestamp {
+			ms = ms[:0]
+			for _, s := range c.secs[lo:hi] {
+				ms = append(ms, s*1000)
+			}
+			_, err = cw.(*file.Int64ColumnChunkWriter).WriteBatch(ms, nil, nil)
+		} else {
+			_, err = cw.(*file.Int32ColumnChunkWriter).WriteBatch(c.days[lo:hi], nil, nil)
+		}
+		if err != nil {
+			return err
+		}
+		if cw, err = rg.NextColumn(); err != nil {
+			return err
+		}
+		if _, err := cw.(*file.Float64ColumnChunkWriter).WriteBatch(c.value[lo:hi], nil, nil); err != nil {
+			return err
+		}
+		if err := rg.Close(); err != nil {
+			return err
+		}
+	}
+	return fw.Close()
+}
+
+// int32s reinterprets series numbers (< 2^32-1 series, checked by
+// validate) as Parquet's INT32 physical type; the logical type says
+// unsigned.
+func int32s(s []uint32) []int32 {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafeCast[uint32, int32](s)
+}
+
+// unsafeCast reinterprets a slice of A as a slice of B of the same size.
+func unsafeCast[A, B any](s []A) []B {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*B)(unsafe.Pointer(&s[0])), len(s))
+}
+
+func bufio1M(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 1<<20) }
+
+func writeTailFile(path string, c *cooked, tc tailCodec) (FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer f.Close()
+	h := newChunkHasher()
+	bw := bufio1M(multiWriter{f, h})
+	// noClose keeps the Parquet writer from closing the file before the
+	// buffer is flushed and synced.
+	if err := c.writeTail(noClose{bw}, tc); err != nil {
+		return FileInfo{}, err
+	}
+	if err := bw.Flush(); err != nil {
+		return FileInfo{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return FileInfo{}, err
+	}
+	return h.info(filepath.Base(path)), f.Close()
+}
+
+type noClose struct{ io.Writer }
+
+// Tail is tail.parquet read over bytes the caller owns (a mapping). Opening
+// parses the footer (proportional to the number of row groups); a block is
+// decoded by Block into fresh Go memory that does not alias the bytes.
+type Tail struct {
+	r          *file.Reader
+	pt         PeriodType
+	NumBlocks  int
+	blockRows  []int64
+	TotalRows  int64
+	decodeSize int64
+}
+
+// OpenTail parses tail.parquet's footer and checks its schema and file
+// metadata against the format.
+func OpenTail(b []byte, pt PeriodType) (t *Tail, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t, err = nil, corrupt(TailFile, -1, "parquet reader: %v", p)
+		}
+	}()
+	r, err := file.NewParquetReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, corrupt(TailFile, -1, "%v", err)
+	}
+	fmd := r.MetaData()
+	kv := fmd.KeyValueMetadata()
+	if v := kv.FindValue(metaFileKey); v == nil || *v != "tail" {
+		return nil, corrupt(TailFile, -1, "not an energyscope tail file")
+	}
+	if v := kv.FindValue(metaVersionKey); v == nil || *v != strconv.Itoa(FormatVersion) {
+		return nil, corrupt(TailFile, -1, "format version mismatch")
+	}
+	want, err := tailSchema(pt)
+	if err != nil {
+		return nil, err
+	}
+	if !fmd.Schema.Equals(schema.NewSchema(want)) {
+		return nil, corrupt(TailFile, -1, "schema %s, want %s", fmd.Schema, schema.NewSchema(want))
+	}
+	t = &Tail{r: r, pt: pt, NumBlocks: r.NumRowGroups()}
+	t.blockRows = make([]int64, t.NumBlocks)
+	for i := range t.blockRows {
+		n := fmd.RowGroup(i).NumRows()
+		if n < 0 || n > math.MaxUint32 {
+			return nil, corrupt(TailFile, -1, "row group %d has %d rows", i, n)
+		}
+		t.blockRows[i] = n
+		t.TotalRows += n
+	}
+	return t, nil
+}
+
+// BlockRows is the number of rows of block i.
+func (t *Tail) BlockRows(i int) int64 { return t.blockRows[i] }
+
+// Block decodes the period and value columns of row group i. The result
+// owns its memory (it does not alias the file's bytes) and has no Series.
+func (t *Tail) Block(i int) (b *Batch, err error) {
+	if i < 0 || i >= t.NumBlocks {
+		return nil, corrupt(TailFile, -1, "block %d out of range (%d blocks)", i, t.NumBlocks)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			b, err = nil, corrupt(TailFile, -1, "row group %d: %v", i, p)
+		}
+	}()
+	n := t.blockRows[i]
+	rg := t.r.RowGroup(i)
+	b = &Batch{Values: make([]float64, n)}
+	if t.pt == PeriodTimestamp {
+		b.Secs = make([]int64, n)
+		if err := readColumn(rg, i, tailPeriod, b.Secs); err != nil {
+			return nil, err
+		}
+		for k, ms := range b.Secs {
+			b.Secs[k] = ms / 1000
+		}
+	} else {
+		b.Days = make([]int32, n)
+		if err := readColumn(rg, i, tailPeriod, b.Days); err != nil {
+			return nil, err
+		}
+	}
+	if err := readColumn(rg, i, tailValue, b.Values); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// BlockSeries decodes the series column of row group i (for Verify).
+func (t *Tail) BlockSeries(i int) (s []uint32, err error) {
+	if i < 0 || i >= t.NumBlocks {
+		return nil, corrupt(TailFile, -1, "block %d out of range (%d blocks)", i, t.NumBlocks)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, corrupt(TailFile, -1, "row group %d: %v", i, p)
+		}
+	}()
+	out := make([]int32, t.blockRows[i])
+	if err := readColumn(t.r.RowGroup(i), i, tailSeries, out); err != nil {
+		return nil, err
+	}
+	return unsafeCast[int32, uint32](out), nil
+}
+
+// readColumn reads all n = len(dst) values of column col of a row group.
+func readColumn[T int32 | int64 | float64](rg *file.RowGroupReader, i, col int, dst []T) error {
+	cr, err := rg.Column(col)
+	if err != nil {
+		return corrupt(TailFile, -1, "row group %d column %d: %v", i, col, err)
+	}
+	n := int64(len(dst))
+	var got int64
+	for got < n {
+		var k int64
+		switch r := any(cr).(type) {
+		case *file.Int32ColumnChunkReader:
+			d, ok := any(dst).([]int32)
+			if !ok {
+				return corrupt(TailFile, -1, "row group %d column %d: unexpected type", i, col)
+			}
+			k, _, err = r.ReadBatch(n-got, d[got:], nil, nil)
+		case *file.Int64ColumnChunkReader:
+			d, ok := any(dst).([]int64)
+			if !ok {
+				return corrupt(TailFile, -1, "row group %d column %d: unexpected type", i, col)
+			}
+			k, _, err = r.ReadBatch(n-got, d[got:], nil, nil)
+		case *file.Float64ColumnChunkReader:
+			d, ok := any(dst).([]float64)
+			if !ok {
+				return corrupt(TailFile, -1, "row group %d column %d: unexpected type", i, col)
+			}
+			k, _, err = r.ReadBatch(n-got, d[got:], nil, nil)
+		default:
+			return corrupt(TailFile, -1, "row group %d column %d: unexpected reader %T", i, col, cr)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return corrupt(TailFile, -1, "row group %d column %d: %v", i, col, err)
+		}
+		if k == 0 {
+			return corrupt(TailFile, -1, "row group %d column %d: %d values, want %d", i, col, got, n)
+		}
+		got += k
+	}
+	return nil
+}
+
+// TailRule places series in the cold tier at cook time. It is applied by
+// Write after normalization, when the last period of every series is
+// known. Series without points stay hot unless a list names them.
+type TailRule struct {
+	text     string
+	kind     string // "before", "list" or "fraction"
+	before   int64  // unix seconds
+	ids      map[string]struct{}
+	fraction float64
+}
+
+// ParseTailRule parses the cook's --tail argument:
+//
+//	before=2020-01-01   series whose last period is before that date (or RFC 3339 time)
+//	list=FILE           the series ids listed in FILE, one per line ('#' comments, blank lines ignored)
+//	fraction=0.8        that fraction of the series with points whose last period is
+//	                    oldest (ties by id), rounded down
+func ParseTailRule(s string) (*TailRule, error) {
+	kind, arg, ok := strings.Cut(s, "=")
+	if !ok || arg == "" {
+		return nil, fmt.Errorf("tail rule %q: want before=DATE, list=FILE or fraction=F", s)
+	}
+	r := &TailRule{text: s, kind: kind}
+	switch kind {
+	case "before":
+		t, err := parseTailTime(arg)
+		if err != nil {
+			return nil, fmt.Errorf("tail rule %q: %v", s, err)
+		}
+		r.before = t
+	case "list":
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			return nil, fmt.Errorf("tail rule %q: %w", s, err)
+		}
+		r.ids = map[string]struct{}{}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			line = bytes.TrimSpace(line)
+			if len(line) == 0 || line[0] == '#' {
+				continue
+			}
+			r.ids[string(line)] = struct{}{}
+		}
+	case "fraction":
+		f, err := strconv.ParseFloat(arg, 64)
+		if err != nil || !(f >= 0 && f <= 1) {
+			return nil, fmt.Errorf("tail rule %q: fraction must be a number in [0, 1]", s)
+		}
+		r.fraction = f
+	default:
+		return nil, fmt.Errorf("tail rule %q: unknown rule %q (want before, list or fraction)", s, kind)
+	}
+	return r, nil
+}
+
+// TailList is the rule that places exactly the given series ids in the
+// cold tier.
+func TailList(ids ...string) *TailRule {
+	r := &TailRule{text: "list", kind: "list", ids: make(map[string]struct{}, len(ids))}
+	for _, id := range ids {
+		r.ids[id] = struct{}{}
+	}
+	return r
+}
+
+func (r *TailRule) String() string { return r.text }
+
+func parseTailTime(s string) (int64, error) {
+	for _, layout := range []string{"2006-01-02", time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04:05"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t.Unix(), nil
+		}
+	}
+	return 0, fmt.Errorf("cannot parse %q as a date (YYYY-MM-DD) or an RFC 3339 time", s)
+}
+
+// tiers decides the tier of every rank: by the rule when one is given,
+// else from the series table (compaction keeps the tiers of its base).
+func (c *cooked) tiers(t *Table, ids []string, rule *TailRule) (tier []Tier, cold int) {
+	ns := len(c.order)
+	tier = make([]Tier, ns)
+	length := func(r int) int64 { return c.start[r+1] - c.start[r] }
+	kind := ""
+	if rule != nil {
+		kind = rule.kind
+	}
+	switch kind {
+	case "":
+		for r, si := range c.order {
+			if t.Series[si].Tier == Cold {
+				tier[r] = Cold
+			}
+		}
+	case "list":
+		for r, id := range ids {
+			if _, ok := rule.ids[id]; ok {
+				tier[r] = Cold
+			}
+		}
+	case "fraction":
+		var ranks []int
+		for r := range ns {
+			if length(r) > 0 {
+				ranks = append(ranks, r)
+			}
+		}
+		last := func(r int) int64 { return c.periodAt(c.start[r+1] - 1) }
+		// Ranks are in id order, so a stable sort by last period breaks
+		// ties by id.
+		sort.SliceStable(ranks, func(a, b int) bool { return last(ranks[a]) < last(ranks[b]) })
+		k := int(math.Floor(rule.fraction * float64(len(ranks))))
+		for _, r := range ranks[:k] {
+			tier[r] = Cold
+		}
+	case "before":
+		for r := range ns {
+			if length(r) > 0 && c.periodAt(c.start[r+1]-1) < rule.before {
+				tier[r] = Cold
+			}
+		}
+	}
+	for _, x := range tier {
+		if x == Cold {
+			cold++
+		}
+	}
+	return tier, cold
+}
+
+// split moves the rows of cold series out of c into a new cooked and
+// compacts the hot rows in place. Both keep one start entry per rank (a
+// series of the other tier has no rows there), so cutBatches and the index
+// work on either unchanged.
+func (c *cooked) split(tier []Tier) (cold *cooked) {
+	ns := len(c.order)
+	var coldRows int64
+	for r := range ns {
+		if tier[r] == Cold {
+			coldRows += c.start[r+1] - c.start[r]
+		}
+	}
+	cold = &cooked{order: c.order, freq: c.freq, periodType: c.periodType, start: make([]int64, ns+1)}
+	cold.series = make([]uint32, 0, coldRows)
+	cold.value = make([]float64, 0, coldRows)
+	if c.periodType == PeriodTimestamp {
+		cold.secs = make([]int64, 0, coldRows)
+	} else {
+		cold.days = make([]int32, 0, coldRows)
+	}
+	hotStart := make([]int64, ns+1)
+	var w int64
+	for r := range ns {
+		lo, hi := c.start[r], c.start[r+1]
+		hotStart[r] = w
+		cold.start[r] = int64(len(cold.value))
+		if tier[r] == Cold {
+			cold.series = append(cold.series, c.series[lo:hi]...)
+			cold.value = append(cold.value, c.value[lo:hi]...)
+			if c.secs != nil {
+				cold.secs = append(cold.secs, c.secs[lo:hi]...)
+			} else {
+				cold.days = append(cold.days, c.days[lo:hi]...)
+			}
+			continue
+		}
+		copy(c.series[w:], c.series[lo:hi])
+		copy(c.value[w:], c.value[lo:hi])
+		if c.secs != nil {
+			copy(c.secs[w:], c.secs[lo:hi])
+		} else {
+			copy(c.days[w:], c.days[lo:hi])
+		}
+		w += hi - lo
+	}
+	hotStart[ns] = w
+	cold.start[ns] = int64(len(cold.value))
+	c.start = hotStart
+	c.series, c.value = c.series[:w], c.value[:w]
+	if c.secs != nil {
+		c.secs = c.secs[:w]
+	} else {
+		c.days = c.days[:w]
+	}
+	return cold
+}
