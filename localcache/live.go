@@ -59,6 +59,7 @@ func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
 	d.lastSync.Store(time.Now().UnixNano())
 	_, rows, _, bytes := rs.delta.Stats()
 	d.wmu.Unlock()
+	s.notify(dataset, fresh)
 
 	if (s.opts.CompactRows > 0 && rows >= s.opts.CompactRows) || (s.opts.CompactBytes > 0 && bytes >= s.opts.CompactBytes) {
 		if d.compacting.CompareAndSwap(false, true) {
@@ -242,6 +243,9 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
 	}
 	s.retireLocked(d, m.SnapshotID, old)
+	if newEpoch {
+		go s.notify(d.name, nil) // every series may have changed
+	}
 	return nil
 }
 
@@ -495,4 +499,50 @@ func (s *Store) State(dataset string) (epoch uint64, snapshotID string, seq uint
 	}
 	defer rs.snap.Unref()
 	return rs.snap.Manifest.Epoch, rs.snap.ID(), rs.delta.LastSeq(), nil
+}
+
+// Watch registers fn to be called after every Apply with the dataset and
+// the ids of the series it changed (ids == nil: anything may have changed,
+// e.g. a replacement was installed). fn runs on the writer's goroutine
+// after the batch is visible: it must be quick and must not call back
+// into the store's write methods. The returned func unregisters it.
+func (s *Store) Watch(fn func(dataset string, ids []string)) (cancel func()) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	id := s.nextWatch
+	s.nextWatch++
+	if s.watchers == nil {
+		s.watchers = map[int]func(string, []string){}
+	}
+	s.watchers[id] = fn
+	return func() {
+		s.watchMu.Lock()
+		delete(s.watchers, id)
+		s.watchMu.Unlock()
+	}
+}
+
+func (s *Store) notify(dataset string, recs []delta.Record) {
+	s.watchMu.Lock()
+	fns := make([]func(string, []string), 0, len(s.watchers))
+	for _, fn := range s.watchers {
+		fns = append(fns, fn)
+	}
+	s.watchMu.Unlock()
+	if len(fns) == 0 {
+		return
+	}
+	var ids []string
+	if recs != nil {
+		seen := make(map[string]bool, len(recs))
+		for _, r := range recs {
+			if !seen[r.SeriesID] {
+				seen[r.SeriesID] = true
+				ids = append(ids, r.SeriesID)
+			}
+		}
+	}
+	for _, fn := range fns {
+		fn(dataset, ids)
+	}
 }

@@ -105,6 +105,10 @@ type Store struct {
 	names    []string // sorted keys of datasets
 	closed   bool
 	lock     *flock.Lock // held by a writable store
+
+	watchMu   sync.Mutex // guards watchers, nextWatch
+	watchers  map[int]func(dataset string, ids []string)
+	nextWatch int
 }
 
 // Dataset is one dataset of a store.
