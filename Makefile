@@ -31,7 +31,11 @@ FUZZ_TARGETS = \
 	./localcache/format:FuzzParseManifest \
 	./localcache/format:FuzzOpenIndex \
 	./localcache/format:FuzzOpenHash \
-	./localcache/format:FuzzOpenData
+	./localcache/format:FuzzOpenData \
+	./localcache/delta:FuzzDecodeBatch \
+	./localcache/delta:FuzzValidate \
+	./localcache/delta:FuzzScanSegment \
+	./functions/bridge:FuzzCalcDecode
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
