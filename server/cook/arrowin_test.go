@@ -263,6 +263,11 @@ func TestArrowBad(t *testing.T) {
 		}, InputOptions{}, `unsupported input: period column "period" has type float64`, ErrUnsupported, -1},
 		{"missing value column", base(col{"price", arrow.PrimitiveTypes.Float64, `[1,2,3,4]`}), InputOptions{},
 			`missing column: no value column "value" (columns: "series_id", "period", "price")`, ErrMissingColumn, -1},
+		{"zero rows", []col{
+			{"series_id", arrow.BinaryTypes.String, `[]`},
+			{"period", arrow.FixedWidthTypes.Date32, `[]`},
+			{"value", arrow.PrimitiveTypes.Float64, `[]`},
+		}, InputOptions{}, "no rows", ErrEmpty, -1},
 		{"all null", base(col{"value", arrow.PrimitiveTypes.Float64, `[null,null,null,null]`}), InputOptions{}, "no rows", ErrEmpty, -1},
 	}
 	for _, tt := range tests {

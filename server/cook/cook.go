@@ -12,7 +12,10 @@
 //     value column (defaults "series_id", "period", "value"), and optional
 //     metadata columns "unit", "name", "source", "frequency" taken by name;
 //   - wide (InputOptions.Wide): a period column and one column per series,
-//     the series id being Prefix + the column name; an empty cell is no point.
+//     the series id being Prefix + the column name.
+//
+// An empty value cell (or an Arrow/Parquet null) is no point, not an error;
+// it is counted in FileStats.Empty.
 //
 // The CSV reader is a byte-level scanner over 1 MiB reads that allocates
 // nothing per row on the common path (unquoted fields, a series seen before);
@@ -146,9 +149,10 @@ func NewBuilder() *Builder {
 // copy: further Add calls change it.
 func (b *Builder) Table() *format.Table { return &b.t }
 
-// AddFile reads one file, choosing the reader by extension: .csv, .csv.gz,
-// .parquet, .arrow/.feather/.ipc (Arrow IPC file, or stream if it has no
-// file magic) and .arrows (Arrow IPC stream).
+// AddFile reads one file, choosing the reader by extension: .csv (or .txt),
+// .csv.gz, .parquet (or .pq), and .arrow/.arrows/.feather/.ipc, which are
+// read as an Arrow IPC file when they have its magic and as an IPC stream
+// otherwise. Errors name the path as given.
 func (b *Builder) AddFile(path string, o InputOptions) (FileStats, error) {
 	lower := strings.ToLower(path)
 	kind := ""

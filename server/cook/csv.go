@@ -1,6 +1,7 @@
 package cook
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
@@ -28,7 +29,7 @@ type csvScanner struct {
 	pos, end int
 	eof      bool
 	rerr     error // read error other than io.EOF
-	started  bool  // the BOM check has run
+	started  bool  // the BOM check has run (it needs 3 bytes or EOF)
 
 	line    int64 // physical line number of the next byte at pos (1-based)
 	recLine int64 // line of the record last returned
@@ -48,6 +49,7 @@ func (s *csvScanner) fill() (bool, error) {
 		return false, nil
 	}
 	if s.pos > 0 {
+		s.started = true // input was consumed: no BOM can follow
 		s.end = copy(s.buf, s.buf[s.pos:s.end])
 		s.pos = 0
 	}
@@ -74,7 +76,7 @@ func (s *csvScanner) fill() (bool, error) {
 			continue
 		}
 	}
-	if !s.started {
+	if !s.started && (s.end >= 3 || s.eof) {
 		s.started = true
 		if bytes.HasPrefix(s.buf[:s.end], []byte("\xEF\xBB\xBF")) {
 			s.pos = 3
@@ -264,57 +266,13 @@ done:
 }
 
 func newGzipReader(r io.Reader) (*gzip.Reader, error) {
-	zr, err := gzip.NewReader(bufioReader(r))
+	// A large bufio.Reader gives gzip its ReadByte and reads the file (and
+	// calls Progress) a MiB at a time rather than 4 KiB.
+	zr, err := gzip.NewReader(bufio.NewReaderSize(r, csvBufSize))
 	if err != nil {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	return zr, nil
-}
-
-// bufioReader gives gzip large reads of the file (it would otherwise read
-// 4 KiB at a time and call Progress for each).
-func bufioReader(r io.Reader) io.Reader {
-	return &bigReader{r: r, buf: make([]byte, 0, csvBufSize)}
-}
-
-type bigReader struct {
-	r   io.Reader
-	buf []byte
-	off int
-	err error
-}
-
-func (b *bigReader) Read(p []byte) (int, error) {
-	if b.off == len(b.buf) {
-		if b.err != nil {
-			return 0, b.err
-		}
-		n, err := io.ReadFull(b.r, b.buf[:cap(b.buf)])
-		b.buf, b.off = b.buf[:n], 0
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		}
-		b.err = err
-		if n == 0 {
-			return 0, err
-		}
-	}
-	n := copy(p, b.buf[b.off:])
-	b.off += n
-	return n, nil
-}
-
-// ReadByte lets gzip.NewReader use us without wrapping us in a bufio.Reader.
-func (b *bigReader) ReadByte() (byte, error) {
-	var c [1]byte
-	n, err := b.Read(c[:])
-	if n == 1 {
-		return c[0], nil
-	}
-	if err == nil {
-		err = io.ErrNoProgress
-	}
-	return 0, err
 }
 
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,

@@ -156,7 +156,7 @@ func FuzzParsePeriod(f *testing.F) {
 		// Whatever parses must be a real instant; round-trip the ISO forms
 		// through the standard library.
 		tm := time.Unix(v, 0).UTC()
-		if tm.Year() < 0 || tm.Year() > 10001 {
+		if tm.Year() < -1 || tm.Year() > 10001 { // year 0 less an offset is year -1
 			t.Fatalf("ParsePeriod(%q) = %d: year %d", s, v, tm.Year())
 		}
 		if len(s) == 10 && s[4] == '-' && s[7] == '-' {

@@ -12,10 +12,11 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// parquetRowGroupRows is the number of rows per Parquet row group.
-const parquetRowGroupRows = 1 << 20
+// parquetRowGroupRows is the number of rows per Parquet row group
+// (a variable so tests can exercise many groups).
+var parquetRowGroupRows = 1 << 20
 
-var parquetCompression = compress.Codecs.Zstd
+var parquetCompression = compress.Codecs.Snappy
 
 // ParquetSchema is the Arrow schema a reader gets back from WriteParquet
 // output: all strings except value. period is the same ISO text as in CSV
@@ -59,8 +60,9 @@ var writeSchema = func() *arrow.Schema {
 
 // WriteParquet writes the dataset as Parquet: the same columns and rows as
 // WriteCSV (value is a float64 holding the same 2-decimal number). String
-// columns are dictionary encoded, pages ZSTD compressed, row groups hold
-// 1Mi rows. Memory is bounded by one row group.
+// columns are dictionary encoded (one dictionary per row group and column),
+// pages Snappy compressed, row groups hold 1Mi rows. Memory is bounded by
+// two row groups (about 40 MiB each).
 func WriteParquet(w io.Writer, o Options) (Stats, error) {
 	p, err := newPlan(o)
 	if err != nil {
@@ -72,7 +74,7 @@ func WriteParquet(w io.Writer, o Options) (Stats, error) {
 		parquet.WithDictionaryDefault(true),
 		parquet.WithDictionaryFor("value", false),
 		parquet.WithDictionaryPageSizeLimit(64<<20),
-		parquet.WithMaxRowGroupLength(parquetRowGroupRows),
+		parquet.WithMaxRowGroupLength(int64(parquetRowGroupRows)),
 		parquet.WithDataPageSize(1<<20),
 		parquet.WithStats(false),
 		parquet.WithStatsFor("value", true),
@@ -84,34 +86,66 @@ func WriteParquet(w io.Writer, o Options) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	fail := func(err error) (Stats, error) {
-		fw.Close()
-		return Stats{}, err
-	}
-
+	// A generator goroutine fills row groups while this one encodes the
+	// previous group; two row group buffers alternate between them.
+	full := make(chan *rowGroup)
+	free := make(chan *rowGroup, 2)
+	free <- newRowGroup(p, parquetRowGroupRows)
+	free <- newRowGroup(p, parquetRowGroupRows)
+	done := make(chan struct{})
 	var st Stats
-	rg := newRowGroup(p, parquetRowGroupRows)
-	s := p.newSeriesGen()
-	for pos := 0; pos < p.n; pos++ {
-		s.load(int(p.perm[pos]))
-		rg.beginSeries(s)
-		b := s.first
-		for j := 0; j < s.length; j++ {
-			if rg.n == rg.cap {
-				if err := rg.flush(fw); err != nil {
-					return fail(err)
+	genDone := make(chan struct{})
+	go func() {
+		defer close(genDone)
+		defer close(full)
+		rg := <-free
+		s := p.newSeriesGen()
+		for pos := 0; pos < p.n; pos++ {
+			s.load(int(p.perm[pos]))
+			rg.beginSeries(s)
+			b := s.first
+			for j := 0; j < s.length; j++ {
+				if rg.n == rg.cap {
+					select {
+					case full <- rg:
+					case <-done:
+						return
+					}
+					select {
+					case rg = <-free:
+					case <-done:
+						return
+					}
+					rg.beginSeries(s)
 				}
-				rg.beginSeries(s)
+				rg.addRow(s, b, s.cents())
+				s.cur.next()
+				b++
 			}
-			rg.addRow(s, b, s.cents())
-			s.cur.next()
-			b++
+			st.Rows += int64(s.length)
+			st.Series++
 		}
-		st.Rows += int64(s.length)
-		st.Series++
+		if rg.n > 0 {
+			select {
+			case full <- rg:
+			case <-done:
+			}
+		}
+	}()
+
+	var werr error
+	for rg := range full {
+		werr = rg.flush(fw)
+		free <- rg
+		if werr != nil {
+			break
+		}
 	}
-	if err := rg.flush(fw); err != nil {
-		return fail(err)
+	close(done)
+	<-genDone
+	if werr != nil {
+		fw.Close()
+		return Stats{}, werr
 	}
 	if err := fw.Close(); err != nil {
 		return st, err

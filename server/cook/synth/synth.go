@@ -8,9 +8,15 @@
 // series order (periods ascending within a series), with the metadata
 // columns repeated on every row, the way source extracts look.
 //
-// Generation is streaming: memory is O(Series) (about 20 bytes per series
-// plus a transient id-hash set during planning), never O(Rows). The output
-// depends only on the Options: the same Options give byte-identical files.
+// Generation is streaming: memory is O(Series), never O(Rows). Planning
+// keeps about 17 bytes per series (lengths, lags, emission order) plus
+// about 40 bytes per series of transient buffers (an id-hash set, weights),
+// and rows are produced in bounded chunks: the full scale (2.82M series,
+// 136M rows) runs in under 200 MB (CSV) / 320 MB (Parquet) resident.
+// Series are rebuilt from their index when written (every random draw of
+// series i comes from a PCG seeded with (Seed, i)), so ids are never all
+// held in memory. The output depends only on the Options: the same Options
+// give byte-identical files, whatever GOMAXPROCS is.
 package synth
 
 import (
@@ -28,7 +34,11 @@ type Options struct {
 	Seed     uint64 // everything is derived from this
 	Intraday bool   // include hourly series (5% of series, taken from daily)
 	// End is the last period of the freshest series. Zero means DefaultEnd.
-	// It is fixed (never time.Now) so that output is reproducible.
+	// It is fixed (never time.Now) so that output is reproducible. The
+	// freshest series of each frequency ends in the bucket containing End
+	// (End's hour, End's day, the Monday on or before it, its month's 1st,
+	// its year's Jan 1); most others end there too, some a few buckets
+	// earlier (reporting lag) and about 10% years earlier (discontinued).
 	End time.Time
 }
 
@@ -56,7 +66,9 @@ type SeriesSpec struct {
 // Columns is the column order of CSV and Parquet output.
 var Columns = []string{"series_id", "period", "value", "unit", "name", "source", "frequency"}
 
-// Validate reports whether o describes a dataset that can be generated.
+// Validate reports whether o is well formed. Generation can still fail
+// if Rows exceed what the calendar holds (periods back to year 1), which
+// only happens for absurd Rows/Series ratios.
 func (o Options) Validate() error {
 	_, err := o.normalize()
 	return err

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"io"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +63,36 @@ func TestDeterministic(t *testing.T) {
 		if !slices.EqualFunc(Catalogue(o), Catalogue(o), func(x, y SeriesSpec) bool { return x == y }) {
 			t.Fatal("Catalogue not deterministic")
 		}
+	}
+}
+
+func TestCSVIndependentOfParallelism(t *testing.T) {
+	o := Options{Series: 3000, Rows: 400_000, Seed: 8, Intraday: true}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	one, _ := writeCSV(t, o)
+	runtime.GOMAXPROCS(7)
+	seven, _ := writeCSV(t, o)
+	if !bytes.Equal(one, seven) {
+		t.Fatal("output depends on GOMAXPROCS")
+	}
+}
+
+type failWriter struct{ left int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.left -= len(p); f.left < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+
+func TestWriteErrors(t *testing.T) {
+	o := Options{Series: 3000, Rows: 400_000, Seed: 8}
+	if _, err := WriteCSV(&failWriter{left: 3 << 20}, o); err == nil || err.Error() != "disk full" {
+		t.Fatalf("WriteCSV: %v", err)
+	}
+	if _, err := WriteParquet(&failWriter{left: 1 << 20}, Options{Series: 3000, Rows: 2_400_000, Seed: 8}); err == nil {
+		t.Fatal("WriteParquet: want error")
 	}
 }
 
@@ -287,6 +319,8 @@ func TestPeriodsAndSeries(t *testing.T) {
 }
 
 func TestParquetRoundTrip(t *testing.T) {
+	defer func(n int) { parquetRowGroupRows = n }(parquetRowGroupRows)
+	parquetRowGroupRows = 30_000 // many groups, series split across groups
 	o := Options{Series: 1500, Rows: 200_000, Seed: 11, Intraday: true}
 	c, _ := writeCSV(t, o)
 	want := readCSV(t, c)
@@ -304,16 +338,27 @@ func TestParquetRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := rdr.MetaData()
-	if md.NumRows != o.Rows {
-		t.Fatalf("parquet has %d rows", md.NumRows)
+	if md.NumRows != o.Rows || md.NumRowGroups() != 7 {
+		t.Fatalf("parquet has %d rows in %d row groups", md.NumRows, md.NumRowGroups())
 	}
-	for i, name := range Columns {
-		cc, _ := md.RowGroup(0).ColumnChunk(i)
-		if cc.Compression() != parquetCompression {
-			t.Errorf("column %s compression %v", name, cc.Compression())
-		}
-		if name != "value" && !slices.Contains(cc.Encodings(), parquet.Encodings.RLEDict) {
-			t.Errorf("column %s not dictionary encoded: %v", name, cc.Encodings())
+	for g := 0; g < md.NumRowGroups(); g++ {
+		for i, name := range Columns {
+			cc, _ := md.RowGroup(g).ColumnChunk(i)
+			if cc.Compression() != parquetCompression {
+				t.Errorf("column %s compression %v", name, cc.Compression())
+			}
+			if name == "value" {
+				continue
+			}
+			if !cc.HasDictionaryPage() {
+				t.Errorf("row group %d column %s has no dictionary", g, name)
+			}
+			for _, es := range cc.EncodingStats() {
+				const dictionaryPage = 2 // format.PageType_DICTIONARY_PAGE
+				if int(es.PageType) != dictionaryPage && es.Encoding != parquet.Encodings.RLEDict {
+					t.Errorf("row group %d column %s: a data page is %v (dictionary fallback)", g, name, es.Encoding)
+				}
+			}
 		}
 	}
 	rdr.Close()
