@@ -145,6 +145,13 @@ func TestArrowAndParquetInputs(t *testing.T) {
 			{"period", tsNs, fmt.Sprintf("[%d]", h1*1e9+5)},
 			{"value", arrow.PrimitiveTypes.Uint64, `[3]`},
 		}}, InputOptions{}, []point{{"a", h1, 3}}, 0},
+		{"shuffled columns, unused unsupported column", [][]col{{
+			{"junk", arrow.FixedWidthTypes.Boolean, `[true,false]`},
+			{"Value", arrow.PrimitiveTypes.Float64, `[1,2]`},
+			{"extra", arrow.BinaryTypes.String, `["p","q"]`},
+			{"Series_ID", arrow.BinaryTypes.String, `["a","b"]`},
+			{"period", arrow.FixedWidthTypes.Date32, fmt.Sprintf("[%d,%d]", d2/86400, d3/86400)},
+		}}, InputOptions{}, []point{{"a", d2, 1}, {"b", d3, 2}}, 0},
 		{"wide timestamp s", [][]col{{
 			{"date", tsS, fmt.Sprintf("[%d,%d]", h1, h1+3600)},
 			{"temp", arrow.PrimitiveTypes.Float64, `[1,null]`},
