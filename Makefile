@@ -35,7 +35,12 @@ FUZZ_TARGETS = \
 	./localcache/delta:FuzzDecodeBatch \
 	./localcache/delta:FuzzValidate \
 	./localcache/delta:FuzzScanSegment \
-	./functions/bridge:FuzzCalcDecode
+	./functions/bridge:FuzzCalcDecode \
+	./functions:FuzzParseDate \
+	./functions:FuzzParseOptions \
+	./functions:FuzzCall \
+	./sync/protocol:FuzzDecodeMessage \
+	./sync/protocol:FuzzDecodeBinary
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
