@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 )
 
@@ -87,9 +86,28 @@ type strCol struct {
 	data    []byte
 }
 
+// newStrCol reads the offsets and data buffers directly: array.String's
+// ValueOffsets and ValueBytes slice without bounds checks of their own and
+// panic on a corrupt file (offsets[0] > offsets[n], a short offsets
+// buffer). Offsets that do not cover the column leave it empty; OpenIndex
+// refuses that.
 func newStrCol(a arrow.Array) strCol {
-	s := a.(*array.String)
-	return strCol{offsets: s.ValueOffsets(), data: s.ValueBytes()}
+	d := a.Data()
+	bufs := d.Buffers()
+	var c strCol
+	if len(bufs) != 3 {
+		return c
+	}
+	if b := bufs[1]; b != nil {
+		all := arrow.Int32Traits.CastFromBytes(b.Bytes())
+		if lo, hi := d.Offset(), d.Offset()+d.Len()+1; lo >= 0 && hi <= len(all) {
+			c.offsets = all[lo:hi]
+		}
+	}
+	if b := bufs[2]; b != nil {
+		c.data = b.Bytes()
+	}
+	return c
 }
 
 // at returns row i as a string over the mapped bytes, or "" if the offsets
@@ -168,7 +186,12 @@ func OpenIndex(b []byte, pt PeriodType, series int) (*Index, error) {
 	x.name = newStrCol(rec.Column(IdxName))
 	x.source = newStrCol(rec.Column(IdxSource))
 	x.Tier = values[uint8](rec.Column(IdxTier))
-	for _, n := range []int{len(x.Batch), len(x.Offset), len(x.Length), len(x.Latest), len(x.Tier)} {
+	firsts, lasts := len(x.first32), len(x.last32)
+	if pt == PeriodTimestamp {
+		firsts, lasts = len(x.first64), len(x.last64)
+	}
+	for _, n := range []int{len(x.Batch), len(x.Offset), len(x.Length), firsts, lasts, len(x.Latest), len(x.Tier),
+		len(x.ids.offsets) - 1, len(x.freq.offsets) - 1, len(x.unit.offsets) - 1, len(x.name.offsets) - 1, len(x.source.offsets) - 1} {
 		if n != series && series > 0 {
 			x.Close()
 			return nil, corrupt(IndexFile, -1, "column shorter than %d rows", series)

@@ -1,0 +1,241 @@
+package format
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+)
+
+// fuzzSnap is a real written snapshot used as seed corpus and, for the
+// decoders that need context (period type, counts, the ids), as that
+// context.
+type fuzzSnap struct {
+	m                     *Manifest
+	manifest, data, index []byte
+	hash                  []byte
+	ids                   []string
+}
+
+var (
+	fuzzOnce  sync.Once
+	fuzzSnaps []fuzzSnap
+)
+
+// fuzzSnapshots cooks a handful of different snapshots once per process:
+// date32 and timestamp, one and several batches, no series, a series
+// without rows.
+func fuzzSnapshots(f testing.TB) []fuzzSnap {
+	fuzzOnce.Do(func() {
+		rng := rand.New(rand.NewPCG(11, 0))
+		empty := &Table{}
+		noRows := &Table{Series: []SeriesMeta{{ID: "a", Name: "nothing"}, {ID: "b"}}}
+		noRows.Append(1, 0, 1)
+		for _, c := range []struct {
+			tb    *Table
+			batch int
+		}{
+			{goldenTable(false), 0},
+			{goldenTable(true), 16},
+			{randomTable(rng, 30, 12, false), 20},
+			{empty, 0},
+			{noRows, 0},
+		} {
+			dir, m := writeSnap(f, c.tb, WriteOptions{BatchRows: c.batch})
+			s := fuzzSnap{
+				m:        m,
+				manifest: readFile(f, dir, ManifestFile),
+				data:     readFile(f, dir, DataFile),
+				index:    readFile(f, dir, IndexFile),
+				hash:     readFile(f, dir, HashFile),
+			}
+			x, err := OpenIndex(aligned(s.index), m.PeriodType, m.Series)
+			if err != nil {
+				f.Fatal(err)
+			}
+			for r := uint32(0); r < uint32(x.N); r++ {
+				s.ids = append(s.ids, x.ID(r)+"") // copy: the bytes go away
+			}
+			x.Close()
+			fuzzSnaps = append(fuzzSnaps, s)
+		}
+	})
+	return fuzzSnaps
+}
+
+// pick chooses the context snapshot for a fuzz input.
+func pick(snaps []fuzzSnap, which uint8) fuzzSnap { return snaps[int(which)%len(snaps)] }
+
+func isCorruption(t *testing.T, err error) {
+	t.Helper()
+	var ce *CorruptionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v (%T) is not a *CorruptionError", err, err)
+	}
+}
+
+func FuzzParseManifest(f *testing.F) {
+	for _, s := range fuzzSnapshots(f) {
+		f.Add(s.manifest)
+	}
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"format":"energyscope-snapshot","version":1,"files":[{"name":"data.arrow","size":-1}]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseManifest(b)
+		if err != nil {
+			isCorruption(t, err)
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("ParseManifest accepted a manifest Validate refuses: %v", err)
+		}
+		for _, name := range []string{DataFile, IndexFile, HashFile} {
+			if m.File(name) == nil {
+				t.Fatalf("accepted manifest lists no %s", name)
+			}
+		}
+		// What was accepted survives a round trip unchanged.
+		out, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, err := ParseManifest(out)
+		if err != nil {
+			t.Fatalf("re-encoded manifest refused: %v", err)
+		}
+		if !reflect.DeepEqual(m.Files, m2.Files) || m.SnapshotID != m2.SnapshotID || m.Rows != m2.Rows {
+			t.Fatalf("round trip changed the manifest: %+v -> %+v", m, m2)
+		}
+	})
+}
+
+// exerciseIndex reads every field of every row, as Info and Lookup do.
+func exerciseIndex(x *Index) {
+	for r := uint32(0); r < uint32(x.N); r++ {
+		_ = x.ID(r) + x.Name(r) + x.Unit(r) + x.Source(r) + string(x.Frequency(r))
+		_, _ = x.First(r), x.Last(r)
+		_, _, _, _, _ = x.Batch[r], x.Offset[r], x.Length[r], x.Latest[r], x.Tier[r]
+	}
+}
+
+func FuzzOpenIndex(f *testing.F) {
+	snaps := fuzzSnapshots(f)
+	for i, s := range snaps {
+		f.Add(s.index, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
+		s := pick(snaps, which)
+		b = aligned(b) // lives until the end of this function, past x.Close
+		x, err := OpenIndex(b, s.m.PeriodType, s.m.Series)
+		if err != nil {
+			isCorruption(t, err)
+			return
+		}
+		defer x.Close()
+		if x.N != s.m.Series {
+			t.Fatalf("index has %d rows, asked for %d", x.N, s.m.Series)
+		}
+		exerciseIndex(x)
+		// The real hash table over a mutated index: lookups must stay safe
+		// and never return a row whose id differs.
+		h, err := OpenHash(aligned(s.hash), s.m.Series)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range s.ids {
+			if r, ok := h.Lookup(id, x.ID); ok && x.ID(r) != id {
+				t.Fatalf("Lookup(%q) = row %d holding %q", id, r, x.ID(r))
+			}
+		}
+	})
+}
+
+func FuzzOpenHash(f *testing.F) {
+	snaps := fuzzSnapshots(f)
+	for i, s := range snaps {
+		f.Add(s.hash, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
+		s := pick(snaps, which)
+		b = aligned(b)
+		h, err := OpenHash(b, s.m.Series)
+		if err != nil {
+			isCorruption(t, err)
+			return
+		}
+		idAt := func(r uint32) string {
+			if int(r) >= len(s.ids) {
+				t.Fatalf("Lookup asked for row %d of %d", r, len(s.ids))
+			}
+			return s.ids[r]
+		}
+		for _, id := range append(s.ids, "", "missing", "PET.RWTC.D\x00") {
+			if r, ok := h.Lookup(id, idAt); ok && s.ids[r] != id {
+				t.Fatalf("Lookup(%q) = row %d holding %q", id, r, s.ids[r])
+			}
+		}
+		// Verify's check of the slot table must not panic either.
+		_ = verifyHash(b, idAt, s.m.Series)
+	})
+}
+
+func FuzzOpenData(f *testing.F) {
+	snaps := fuzzSnapshots(f)
+	for i, s := range snaps {
+		f.Add(s.data, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
+		s := pick(snaps, which)
+		b = aligned(b)
+		d, err := OpenData(b, s.m.PeriodType, s.m.Batches)
+		if err != nil {
+			isCorruption(t, err)
+			return
+		}
+		defer d.Close()
+		for i := range d.NumBatches {
+			bt, err := d.Batch(i)
+			if err != nil {
+				isCorruption(t, err)
+				continue
+			}
+			n := bt.Len()
+			oneKind := (bt.Days == nil) != (bt.Secs == nil)
+			if len(bt.Series) != n || len(bt.Days)+len(bt.Secs) != n || (n > 0 && !oneKind) {
+				t.Fatalf("batch %d: columns of %d, %d, %d, %d rows", i, len(bt.Series), len(bt.Days), len(bt.Secs), n)
+			}
+			for k := range n {
+				_, _ = bt.Series[k], bt.Values[k]
+			}
+		}
+		// Every series of the real index over the mutated data, the way
+		// snapshot.Get slices it.
+		x, err := OpenIndex(aligned(s.index), s.m.PeriodType, s.m.Series)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+		for r := range uint32(x.N) {
+			if x.Length[r] == 0 {
+				continue
+			}
+			bt, err := d.Batch(int(x.Batch[r]))
+			if err != nil {
+				continue
+			}
+			off, n := x.Offset[r], x.Length[r]
+			if bt.Check(off, n) != nil {
+				continue
+			}
+			if bt.Secs != nil {
+				_ = bt.Secs[off : off+n]
+			} else {
+				_ = bt.Days[off : off+n]
+			}
+			_ = bt.Values[off : off+n]
+		}
+	})
+}
