@@ -223,7 +223,6 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-
 func mustDate(s string) time.Time {
 	u, err := cook.ParsePeriod(s)
 	if err != nil {
