@@ -14,32 +14,35 @@ import (
 // slice or string they return may outlive those bytes; snapshot.Snapshot
 // guarantees this with a reference count and copies out what escapes.
 
-// openArrow opens an Arrow IPC file over b without copying and checks its
-// schema against want, including the energyscope file kind and version.
-func openArrow(name string, b []byte, want *arrow.Schema) (r *ipc.FileReader, err error) {
+// openArrow opens an Arrow IPC file over b without copying, checks its
+// schema against want, including the energyscope file kind and version,
+// and returns its number of record batches. Everything that reads the
+// footer runs under the recover: the flatbuffer accessors panic on bad
+// offsets (NumRecords included).
+func openArrow(name string, b []byte, want *arrow.Schema) (r *ipc.FileReader, batches int, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r, err = nil, corrupt(name, -1, "arrow reader: %v", p)
+			r, batches, err = nil, 0, corrupt(name, -1, "arrow reader: %v", p)
 		}
 	}()
 	r, err = ipc.NewMappedFileReader(b)
 	if err != nil {
-		return nil, corrupt(name, -1, "%v", err)
+		return nil, 0, corrupt(name, -1, "%v", err)
 	}
 	got := r.Schema()
 	md := got.Metadata()
 	kind, _ := md.GetValue(metaFileKey)
 	wantKind, _ := want.Metadata().GetValue(metaFileKey)
 	if kind != wantKind {
-		return nil, corrupt(name, -1, "file kind %q, want %q", kind, wantKind)
+		return nil, 0, corrupt(name, -1, "file kind %q, want %q", kind, wantKind)
 	}
 	if v, _ := md.GetValue(metaVersionKey); v != strconv.Itoa(FormatVersion) {
-		return nil, corrupt(name, -1, "format version %q, want %d", v, FormatVersion)
+		return nil, 0, corrupt(name, -1, "format version %q, want %d", v, FormatVersion)
 	}
 	if !got.Equal(want) {
-		return nil, corrupt(name, -1, "schema %v, want %v", got, want)
+		return nil, 0, corrupt(name, -1, "schema %v, want %v", got, want)
 	}
-	return r, nil
+	return r, r.NumRecords(), nil
 }
 
 func recordAt(name string, r *ipc.FileReader, i int) (rec arrow.RecordBatch, err error) {
@@ -152,13 +155,13 @@ type Index struct {
 // OpenIndex reads index.arrow's footer, schema and single record batch
 // header. Work is independent of the number of series.
 func OpenIndex(b []byte, pt PeriodType, series int) (*Index, error) {
-	r, err := openArrow(IndexFile, b, IndexSchema(pt))
+	r, nrec, err := openArrow(IndexFile, b, IndexSchema(pt))
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	if r.NumRecords() != 1 {
-		return nil, corrupt(IndexFile, -1, "%d record batches, want 1", r.NumRecords())
+	if nrec != 1 {
+		return nil, corrupt(IndexFile, -1, "%d record batches, want 1", nrec)
 	}
 	rec, err := recordAt(IndexFile, r, 0)
 	if err != nil {
@@ -256,11 +259,11 @@ type Data struct {
 
 // OpenData reads data.arrow's footer and schema.
 func OpenData(b []byte, pt PeriodType, batches int) (*Data, error) {
-	r, err := openArrow(DataFile, b, DataSchema(pt))
+	r, n, err := openArrow(DataFile, b, DataSchema(pt))
 	if err != nil {
 		return nil, err
 	}
-	if n := r.NumRecords(); n != batches {
+	if n != batches {
 		r.Close() // clears the footer: NumRecords would panic after this
 		return nil, corrupt(DataFile, -1, "%d record batches, manifest says %d", n, batches)
 	}
