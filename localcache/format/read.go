@@ -1,6 +1,7 @@
 package format
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // The readers below are views over bytes the caller owns (a mapping). No
@@ -25,7 +27,10 @@ func openArrow(name string, b []byte, want *arrow.Schema) (r *ipc.FileReader, ba
 			r, batches, err = nil, 0, corrupt(name, -1, "arrow reader: %v", p)
 		}
 	}()
-	r, err = ipc.NewMappedFileReader(b)
+	if err := checkFooter(b); err != nil {
+		return nil, 0, corrupt(name, -1, "%v", err)
+	}
+	r, err = ipc.NewMappedFileReader(b, ipc.WithAllocator(boundedAllocator{memory.NewGoAllocator(), len(b)}))
 	if err != nil {
 		return nil, 0, corrupt(name, -1, "%v", err)
 	}
@@ -43,6 +48,31 @@ func openArrow(name string, b []byte, want *arrow.Schema) (r *ipc.FileReader, ba
 		return nil, 0, corrupt(name, -1, "schema %v, want %v", got, want)
 	}
 	return r, r.NumRecords(), nil
+}
+
+// boundedAllocator panics (recoverably: recordAt catches it) instead of
+// allocating more than limit bytes. Our files are uncompressed and read in
+// place, so the reader allocates next to nothing; but a record batch
+// header that claims body compression makes arrow-go allocate the
+// "uncompressed size" read from the file, and a make() of terabytes is a
+// fatal error that no recover() catches.
+type boundedAllocator struct {
+	memory.Allocator
+	limit int
+}
+
+func (a boundedAllocator) Allocate(n int) []byte {
+	if n > a.limit {
+		panic(fmt.Sprintf("allocation of %d bytes for a %d-byte file", n, a.limit))
+	}
+	return a.Allocator.Allocate(n)
+}
+
+func (a boundedAllocator) Reallocate(n int, b []byte) []byte {
+	if n > a.limit {
+		panic(fmt.Sprintf("allocation of %d bytes for a %d-byte file", n, a.limit))
+	}
+	return a.Allocator.Reallocate(n, b)
 }
 
 func recordAt(name string, r *ipc.FileReader, i int) (rec arrow.RecordBatch, err error) {
