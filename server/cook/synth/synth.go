@@ -140,7 +140,9 @@ var (
 	staleLag = [numFreq]int{freqH: 5 * 8766, freqD: 15 * 365, freqW: 15 * 52, freqM: 15 * 12, freqA: 15}
 )
 
-const maxRedraws = 32
+// maxRedraws bounds how often a colliding id is redrawn before a numeric
+// disambiguator is appended (a variable so tests can force that path).
+var maxRedraws = 32
 
 // plan is everything decided before rows are written.
 type plan struct {

@@ -524,3 +524,54 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	*c += countWriter(len(p))
 	return len(p), nil
 }
+
+func TestDisambiguation(t *testing.T) {
+	defer func(n int) { maxRedraws = n }(maxRedraws)
+	maxRedraws = 0 // every collision gets a numeric suffix
+	o := Options{Series: 20_000, Rows: 100_000, Seed: 4, Intraday: true}
+	p, err := newPlan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.disamb) == 0 {
+		t.Fatal("no collisions to disambiguate")
+	}
+	cat := Catalogue(o)
+	ids := map[string]bool{}
+	suffixed := 0
+	for _, s := range cat {
+		if ids[s.ID] {
+			t.Fatalf("duplicate id %s", s.ID)
+		}
+		ids[s.ID] = true
+		if strings.HasSuffix(s.Name, ")") && strings.Contains(s.Name, ", "+freqWordOf(s.Frequency)+" (") {
+			suffixed++
+			if !strings.Contains(s.ID, "-") || !strings.HasSuffix(s.ID, "."+s.Frequency) {
+				t.Fatalf("disambiguated id %s", s.ID)
+			}
+		}
+	}
+	if suffixed != len(p.disamb) {
+		t.Fatalf("%d suffixed names, %d disambiguated ids", suffixed, len(p.disamb))
+	}
+	// rows agree with the catalogue
+	b, _ := writeCSV(t, o)
+	rows := readCSV(t, b)
+	r := 0
+	for _, s := range cat {
+		for range s.Length {
+			if rows[r][0] != s.ID || rows[r][4] != s.Name {
+				t.Fatalf("row %d: %q vs %s", r, rows[r], s.ID)
+			}
+			r++
+		}
+	}
+	t.Logf("%d of %d ids disambiguated, e.g. %v", len(p.disamb), len(cat), func() string {
+		for _, s := range cat {
+			if strings.Contains(s.Name, ", "+freqWordOf(s.Frequency)+" (") {
+				return s.ID + " / " + s.Name
+			}
+		}
+		return ""
+	}())
+}
