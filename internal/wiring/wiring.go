@@ -91,3 +91,11 @@ func (s Sink) Install(dataset, dir string) error {
 	_, err := s.Store.Install(dataset, dir)
 	return err
 }
+
+// Changes is the store's change notification as the bridge's ChangeFeed.
+type Changes struct{ Store *localcache.Store }
+
+// Subscribe implements bridge.ChangeFeed.
+func (c Changes) Subscribe(fn func(dataset string, ids []string)) (cancel func()) {
+	return c.Store.Watch(fn)
+}
