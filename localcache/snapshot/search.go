@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // searchIndex is a lowercased copy of every id and name, built on the first
@@ -37,7 +38,14 @@ func (s *Snapshot) searcher() *searchIndex {
 	return s.searchIx.Load()
 }
 
+// appendLower appends s folded the way Search folds the query
+// (strings.ToLower), with a fast path for ASCII.
 func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return append(dst, strings.ToLower(s)...)
+		}
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if 'A' <= c && c <= 'Z' {
