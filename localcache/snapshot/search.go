@@ -120,8 +120,9 @@ func (s *Snapshot) Search(query string, limit int) []Match {
 		if hits[a].Score != hits[b].Score {
 			return hits[a].Score > hits[b].Score
 		}
-		la := si.start[hits[a].Row+1] - si.start[hits[a].Row]
-		lb := si.start[hits[b].Row+1] - si.start[hits[b].Row]
+		// Shorter id first (the id alone: the name's length must not
+		// decide, and Store.Search merges datasets by id length too).
+		la, lb := len(s.index.ID(hits[a].Row)), len(s.index.ID(hits[b].Row))
 		if la != lb {
 			return la < lb
 		}
