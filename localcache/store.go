@@ -451,7 +451,7 @@ func (s *Store) Get(ref string, from, to int64) (Result, error) {
 		}
 		return res, nil
 	}
-	pts, freq, err := l.merged(from, to)
+	pts, freq, _, err := l.merged(from, to)
 	if err != nil {
 		res.Release()
 		return Result{}, fmt.Errorf("get %s: %w", ref, err)
@@ -460,22 +460,24 @@ func (s *Store) Get(ref string, from, to int64) (Result, error) {
 	return res, nil
 }
 
-// merged returns base + delta for a pending series in [from, to].
-func (l located) merged(from, to int64) (snapshot.Points, format.Frequency, error) {
+// merged returns base + delta for a pending series in [from, to], and the
+// series' latest metadata from the delta (nil if none), read together with
+// the points: a batch applied meanwhile is in both or in neither.
+func (l located) merged(from, to int64) (snapshot.Points, format.Frequency, *delta.Meta, error) {
 	var base snapshot.Points
 	var freq format.Frequency
 	if l.inBase {
 		var err error
 		if base, err = l.rs.snap.Get(l.row, from, to); err != nil {
-			return snapshot.Points{}, "", err
+			return snapshot.Points{}, "", nil, err
 		}
 		freq = l.rs.snap.Frequency(l.row)
 	}
-	dp, dfreq, _, _ := l.rs.delta.Range(l.id, from, to)
+	dp, dfreq, meta, _ := l.rs.delta.Range(l.id, from, to)
 	if freq == "" {
 		freq = dfreq
 	}
-	return mergePoints(base, dp), freq, nil
+	return mergePoints(base, dp), freq, meta, nil
 }
 
 // mergePoints merges a snapshot slice with the delta points of the same
@@ -554,7 +556,7 @@ func (s *Store) Info(ref string) (Info, error) {
 	if t := l.d.lastSync.Load(); t > 0 {
 		in.Updated = t / 1e9
 	}
-	pts, freq, err := l.merged(snapshot.MinTime, snapshot.MaxTime)
+	pts, freq, meta, err := l.merged(snapshot.MinTime, snapshot.MaxTime)
 	if err != nil {
 		return Info{}, err
 	}
@@ -564,7 +566,7 @@ func (s *Store) Info(ref string) (Info, error) {
 	if n := pts.Len(); n > 0 {
 		in.First, in.Last, in.LatestValue = pts.Unix(0), pts.Unix(n-1), pts.Values[n-1]
 	}
-	if _, _, meta, _ := l.rs.delta.Range(l.id, 1, 0); meta != nil {
+	if meta != nil {
 		in.Name, in.Unit, in.Source = meta.Name, meta.Unit, meta.Source
 	}
 	return in, nil
