@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 need=()
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+# Debian's Chromium for the add-in's browser test (functions/bridge
+# TestBrowserAddin); never a browser download.
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need[*]}; install them with apt-get (needs root)" >&2
@@ -17,7 +20,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # npm packages, exactly as locked.
-for dir in localcache/format/interop; do
+for dir in localcache/format/interop functions/addin; do
   if [ -f "$dir/package-lock.json" ]; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi

@@ -1,0 +1,214 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server/cook"
+)
+
+// samplesDir holds the real sample CSVs.
+const samplesDir = "../../server/cook/samples"
+
+// sampleDatasets are the real samples as cmd/es's demo cooks them.
+var sampleDatasets = []struct {
+	dataset, file string
+	opts          cook.InputOptions
+}{
+	{"iowa", "iowa-electricity.csv", cook.InputOptions{SeriesCol: "source", PeriodCol: "year", ValueCol: "net_generation", Unit: "thousand MWh", Source: "U.S. EIA", Frequency: "A"}},
+	{"stocks", "stocks.csv", cook.InputOptions{SeriesCol: "symbol", PeriodCol: "date", ValueCol: "price", Unit: "USD", Source: "vega-datasets", Frequency: "M"}},
+	{"seattle", "seattle-weather-hourly-normals.csv", cook.InputOptions{Wide: true, PeriodCol: "date", Prefix: "SEA.", Source: "NOAA normals", Frequency: "H"}},
+}
+
+// cookInto cooks one source file into dataset under home.
+func cookInto(tb testing.TB, home, dataset, file string, o cook.InputOptions) {
+	tb.Helper()
+	b := cook.NewBuilder()
+	if _, err := b.AddFile(file, o); err != nil {
+		tb.Fatal(err)
+	}
+	dsDir := filepath.Join(home, localcache.DatasetsDir, dataset)
+	tmp, err := format.TempSnapshotDir(dsDir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, _, err := format.Write(tmp, b.Table(), format.WriteOptions{Dataset: dataset, Epoch: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := format.Publish(dsDir, tmp, m); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// sampleHome is a home with the three sample datasets.
+func sampleHome(tb testing.TB) string {
+	tb.Helper()
+	home := tb.TempDir()
+	for _, s := range sampleDatasets {
+		cookInto(tb, home, s.dataset, filepath.Join(samplesDir, s.file), s.opts)
+	}
+	return home
+}
+
+// storeStatus adapts the store for the bridge, as cmd/es does.
+type storeStatus struct{ st *localcache.Store }
+
+func (s storeStatus) Datasets() ([]DatasetStatus, error) {
+	ds, err := s.st.Status()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DatasetStatus, len(ds))
+	for i, d := range ds {
+		out[i] = DatasetStatus{Name: d.Name, SnapshotID: d.Manifest.SnapshotID, Epoch: d.Manifest.Epoch, Seq: d.Seq,
+			Series: int64(d.Manifest.Series), Rows: d.Manifest.Rows, PendingRows: d.DeltaRows, SnapshotCreated: d.Manifest.Created}
+		if d.LastSync > 0 {
+			out[i].LastSync = time.Unix(0, d.LastSync).UTC()
+		}
+	}
+	return out, nil
+}
+
+// today is the engine's "today" in tests, as in functions' own tests.
+var today = time.Date(2010, 3, 15, 12, 0, 0, 0, time.UTC)
+
+// testBridge is a running bridge over a store, and an HTTPS client that
+// trusts its CA.
+type testBridge struct {
+	*Server
+	store  *localcache.Store
+	client *http.Client
+	pool   *x509.CertPool
+}
+
+// startBridge opens home writable and starts a bridge on a free port.
+// edit may change the options.
+func startBridge(tb testing.TB, home string, edit func(*Options)) *testBridge {
+	tb.Helper()
+	st, err := localcache.Open(home, &localcache.Options{CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o := DefaultOptions(home)
+	o.Port = 0
+	o.Status = storeStatus{st}
+	o.Now = func() time.Time { return today }
+	if edit != nil {
+		edit(&o)
+	}
+	srv, err := Start(wiring.Source{Store: st}, o)
+	if err != nil {
+		st.Close()
+		tb.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certs().CA)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 16}
+	b := &testBridge{Server: srv, store: st, client: &http.Client{Transport: tr, Timeout: 60 * time.Second}, pool: pool}
+	tb.Cleanup(func() {
+		tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			tb.Errorf("shutdown: %v", err)
+		}
+		st.Close()
+	})
+	return b
+}
+
+// do sends a request with the given headers (a "Host" entry sets the Host).
+func (b *testBridge) do(tb testing.TB, method, path string, body []byte, hdr map[string]string) (*http.Response, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(method, b.URL()+path, bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp, out
+}
+
+func (b *testBridge) auth() map[string]string {
+	return map[string]string{"Authorization": "Bearer " + b.Token()}
+}
+
+// calc posts calls and decodes the response.
+func (b *testBridge) calc(tb testing.TB, body string) calcResponse {
+	tb.Helper()
+	resp, out := b.do(tb, "POST", "/v1/calc", []byte(body), b.auth())
+	if resp.StatusCode != 200 {
+		tb.Fatalf("calc: %d %s", resp.StatusCode, out)
+	}
+	var r calcResponse
+	if err := json.Unmarshal(out, &r); err != nil {
+		tb.Fatalf("calc response: %v\n%s", err, out)
+	}
+	return r
+}
+
+type calcResponse struct {
+	Results []struct {
+		Value [][]any  `json:"value"`
+		Error *errJSON `json:"error"`
+	} `json:"results"`
+}
+
+type errJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// apply upserts one point into dataset through the store, as sync would.
+func (b *testBridge) apply(tb testing.TB, dataset, series string, period int64, value float64) {
+	tb.Helper()
+	last, err := b.store.LastSeq(dataset)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := b.store.Apply(dataset, []delta.Record{{Seq: last + 1, Op: delta.Upsert, SeriesID: series, Period: period, Value: value}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func ciRequired() bool { return os.Getenv("CI") == "true" }
+
+func mustJSON(tb testing.TB, v any) string {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+var _ = fmt.Sprint
