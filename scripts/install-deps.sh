@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 need=()
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+# LibreOffice and openpyxl read exported workbooks back (functions/xlsx).
+command -v soffice >/dev/null || need+=(libreoffice-calc)
+/usr/bin/python3 -c 'import openpyxl' 2>/dev/null || need+=(python3-openpyxl)
 # Debian's Chromium for the add-in's browser test (functions/bridge
 # TestBrowserAddin); never a browser download.
 [ -x /usr/bin/chromium ] || need+=(chromium)

@@ -42,6 +42,7 @@ func commands() []command {
 		{"token", "add|ls|rm [--name NAME] [--scope read|write]", "manage the server's access tokens", runToken},
 		{"ls", "", "list datasets, their snapshots and pending updates", runLs},
 		{"verify", "[--dataset NAME]", "check every file of every snapshot (SHA-256 and structure)", runVerify},
+		{"export", "--out FILE.xlsx SERIES... [--from D --to D --per P --agg A --fill F] [--formulas]", "write series to an Excel workbook: data table, chart, info", runExport},
 		{"demo", "[--home DIR]", "generate, cook and query a small dataset plus the real samples", runDemo},
 		{"companion", "[--port N] [--allow-origin ORIGIN ...]", "serve the local data to Excel over the localhost HTTPS bridge", runCompanion},
 		{"trust", "[--print]", "trust the bridge's local CA certificate (or print how to)", runTrust},

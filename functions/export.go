@@ -1,0 +1,162 @@
+package functions
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// ErrNoData: none of the series has a point in the range (wrap it).
+var ErrNoData = errors.New("no data")
+
+// Frame is the data of an ES.Get held column by column, for callers that lay out more
+// cells than a spilled result may hold: functions/xlsx writes workbooks from it. It
+// goes through the same steps as ES.Get (fetch, re-sample with per= and agg=, align on
+// the union of dates, last=, fill=) but boxes no cell and is not bounded by MaxCells;
+// memory is the points the Source returned plus one date per row.
+//
+// Layout options (order, headers, dates, transpose) are the caller's. Unlike ES.Get,
+// where one bad series fails only its column, a Frame fails as a whole: an export
+// cannot show a reason in a column.
+type Frame struct {
+	IDs   []string // as asked, in order
+	Dates []int64  // the union of the series' dates (unix seconds UTC), ascending, no repeats
+	// Points[j] is how many points series j has in the frame (after re-sampling and last=).
+	Points []int
+	Fill   Fill
+
+	cols []column
+}
+
+// dataError is an error with its own message that still matches a sentinel.
+type dataError struct {
+	msg string
+	err error
+}
+
+func (e *dataError) Error() string { return e.msg }
+func (e *dataError) Unwrap() error { return e.err }
+
+// Frame evaluates ES.Get(ids, from, to, opts) without laying it out. from and to are
+// unix seconds UTC, inclusive (MinTime and MaxTime for unbounded, as ParseDate gives).
+// Errors: a series the Source does not have wraps ErrNotFound; a range in which no
+// series has a point wraps ErrNoData; other Source errors are wrapped with the series id.
+func (e *Engine) Frame(ids []string, from, to int64, opts Options) (*Frame, error) {
+	switch {
+	case e.Src == nil:
+		return nil, errors.New("no data source")
+	case len(ids) == 0:
+		return nil, errors.New("no series")
+	case len(ids) > MaxSeries:
+		return nil, fmt.Errorf("%d series; at most %d", len(ids), MaxSeries)
+	case from > to:
+		return nil, fmt.Errorf("start %s is after end %s", formatTime(from), formatTime(to))
+	}
+	f := &Frame{IDs: ids, Fill: opts.Fill, cols: make([]column, len(ids)), Points: make([]int, len(ids))}
+	live := 0
+	for j, id := range ids {
+		p, v, err := e.Src.Get(id, from, to)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil, &dataError{msg: fmt.Sprintf("series %q not found", clip(id)), err: err}
+		case err != nil:
+			return nil, fmt.Errorf("series %q: %w", clip(id), err)
+		case len(p) != len(v):
+			return nil, fmt.Errorf("series %q: source returned %d dates and %d values", clip(id), len(p), len(v))
+		}
+		for i := 1; i < len(p); i++ {
+			if p[i] < p[i-1] {
+				return nil, fmt.Errorf("series %q: source returned dates out of order", clip(id))
+			}
+		}
+		if opts.Per != 0 {
+			p, v = resample(p, v, opts.Per, opts.Agg)
+		}
+		f.cols[j] = column{id: id, periods: p, values: v}
+		if len(p) > 0 {
+			live++
+		}
+	}
+	if live == 0 {
+		return nil, &dataError{msg: noData(strings.Join(ids, ","), from, to).Message, err: ErrNoData}
+	}
+	f.Dates = unionDates(f.cols)
+	if opts.Last > 0 && len(f.Dates) > opts.Last {
+		f.Dates = f.Dates[len(f.Dates)-opts.Last:]
+	}
+	first := f.Dates[0]
+	for j, c := range f.cols {
+		k, _ := slices.BinarySearch(c.periods, first)
+		f.Points[j] = countDistinct(c.periods[k:])
+	}
+	return f, nil
+}
+
+func countDistinct(p []int64) int {
+	n := 0
+	for i := range p {
+		if i == 0 || p[i] != p[i-1] {
+			n++
+		}
+	}
+	return n
+}
+
+// Rows calls fn for each date of the frame, oldest first, with the row's values in
+// the order of IDs. A NaN is a date without a value: with FillNone (and FillPrev before
+// a series' first value) it is an empty cell, with FillNA a #N/A cell. FillPrev is
+// already applied, from the last value before the first date (which last= may have
+// cut off). row is reused between calls; fn must not keep it. An error from fn stops
+// the walk and is returned.
+func (f *Frame) Rows(fn func(i int, date int64, row []float64) error) error {
+	n := len(f.cols)
+	k := make([]int, n)
+	prev := make([]float64, n)
+	row := make([]float64, n)
+	if len(f.Dates) == 0 {
+		return nil
+	}
+	for j, c := range f.cols {
+		k[j], _ = slices.BinarySearch(c.periods, f.Dates[0])
+		prev[j] = math.NaN()
+		if f.Fill == FillPrev {
+			for b := k[j] - 1; b >= 0; b-- {
+				if finiteValue(c.values[b]) {
+					prev[j] = c.values[b]
+					break
+				}
+			}
+		}
+	}
+	for i, t := range f.Dates {
+		for j := range f.cols {
+			p, v := f.cols[j].periods, f.cols[j].values
+			kk := k[j]
+			for kk < len(p) && p[kk] < t { // repeated dates in the source: the first one counts
+				kk++
+			}
+			x := math.NaN()
+			if kk < len(p) && p[kk] == t {
+				if finiteValue(v[kk]) {
+					x = v[kk]
+				}
+				kk++
+			}
+			k[j] = kk
+			if !math.IsNaN(x) {
+				prev[j] = x
+			} else if f.Fill == FillPrev {
+				x = prev[j]
+			}
+			row[j] = x
+		}
+		if err := fn(i, t, row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func finiteValue(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

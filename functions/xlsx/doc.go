@@ -1,0 +1,83 @@
+// Package xlsx writes series to an Excel workbook (.xlsx) with excelize: what
+// `es export` and the desktop app's export do. It reads through functions.Source and
+// takes ES.Get's meaning from package functions (dates, per=, agg=, fill=, alignment
+// on the union of dates, via Engine.Frame), so an exported sheet holds exactly what
+// =ES.Get would spill. It imports only the standard library, functions and excelize;
+// it knows nothing of the store, the bridge or Wails.
+//
+// Map of the package:
+//
+//   - export.go: Request, Summary, Export (to any io.Writer); prepare checks the
+//     request and reads metadata and data before anything is written.
+//   - file.go: ExportFile: temp file in the target directory, fsync, rename, fsync of
+//     the directory; clear messages for a missing or non-directory parent, a file open
+//     in Excel (Windows), a full disk. file_unix.go / file_windows.go hold the
+//     platform parts.
+//   - workbook.go: the three sheets.
+//   - zip.go: the zip writer excelize writes through: straight to the output at
+//     flate.BestSpeed, plus the edits that make the formulas mode a dynamic array.
+//
+// # The workbook
+//
+// Data: a header row (Date, then one column per series, named by its id) and a row
+// per date, ascending: dates as serial numbers in a date format (yyyy-mm-dd, or
+// yyyy-mm-dd hh:mm when some date has a time of day), values as numbers, a date
+// without a value as an empty cell (charts leave a gap) or, with fill=na, =NA().
+// The rows are an Excel table (ESData) with the header row and date column frozen.
+// The sheet is written with excelize's StreamWriter, which spills to a temp file past
+// 16 MiB, so memory is the points read (16 bytes each), 8 bytes per date and a fixed
+// amount, whatever the workbook's size: 365K cells take under 100 MB of RSS and 1M
+// rows about 125 MB (BenchmarkExport, TestExportBudgets).
+//
+// Chart: a chart sheet with a line chart, one line per series (at most 255, Excel's
+// limit), dates on the horizontal axis, blanks as gaps.
+//
+// Info: a row per series (id, name, unit, frequency, source, dataset, first and last
+// date and point count in the store, points exported, snapshot id and sequence number
+// from Request.Provenance, and the =ES.Get formula for that series as text), then the
+// export's time and options, the row count and the formula that refreshes the whole
+// Data sheet: =ES.Get(Data!$B$1:$X$1, from, to, options), the ids given as the header
+// range so that no id needs quoting and the 255-character limit of a text argument in
+// a formula does not apply.
+//
+// # Live formulas (Request.Formulas)
+//
+// Instead of a table, Data!A2 holds one formula that returns the whole block (dates
+// and every series, aligned): one call for all the series, not one per column, because
+// only the union of dates is known to line up and one call is one bridge request. The
+// header row stays plain text and is the formula's series argument, so editing a header
+// changes the series. How it is stored, and why each part is needed:
+//
+//   - The function name. Excel saves a call to an Office add-in's custom function
+//     (JavaScript/Office.js) as _xldudf_ followed by the namespace and the name with the
+//     dot replaced by "_": ES.GET is stored as _xldudf_ES_GET(...). When the add-in has
+//     registered its functions Excel shows and calculates it as =ES.GET(...). A file
+//     that stores the plain text ES.GET(...) does not bind to the custom function:
+//     Excel treats it as an unknown name until the formula is entered again. (XLL
+//     functions are stored as _xll.NAME; Excel's own newer functions as _xlfn.NAME.)
+//   - The spill. A formula that returns an array must be a dynamic array formula:
+//     <c r="A2" cm="1"><f t="array" ref="A2:D37">...</f></c>, where cm="1" points into
+//     xl/metadata.xml at a cell metadata record of type XLDAPR whose
+//     dynamicArrayProperties have fDynamic="1" (the part is declared in
+//     [Content_Types].xml and xl/_rels/workbook.xml.rels). Without cm Excel opens it as
+//     a legacy Ctrl+Shift+Enter array of fixed size, shown in braces; without t="array"
+//     as =@ES.GET(...), implicitly intersected to one value. excelize writes neither the
+//     attribute nor the part, so zip.go adds them as the package is written.
+//   - ref is the spill at export time. The cells inside it hold the exported values as
+//     the formula's cached result, as Excel itself saves a spill: a reader that does not
+//     calculate (openpyxl, pandas) sees the data. There is no table in this mode: a
+//     dynamic array cannot spill inside a table (#SPILL!). Column A has the date format
+//     as its column style, so dates spilled past the exported rows still look like dates.
+//     The chart keeps the exported row range.
+//   - calcPr fullCalcOnLoad="1": Excel recalculates on open, so the add-in refreshes
+//     the data at once (excelize's calcId is also older than any current Excel, which
+//     recalculates such files fully anyway).
+//
+// Without the add-in, the recalculation on open finds no function named
+// _xldudf_ES_GET: A2 shows #NAME?, the formula bar shows =_xldudf_ES_GET(...), the
+// spill collapses and the cached values are gone from the sheet (and from the file
+// once saved). The Info sheet still names the series, dates and options, and the same
+// export without --formulas gives a workbook that needs nothing. LibreOffice, which
+// honours fullCalcOnLoad and has no such function, shows #NAME? across the array range
+// (TestLibreOffice).
+package xlsx
