@@ -52,10 +52,13 @@ func Open(dir string) (s *Snapshot, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
 	}
-	s = &Snapshot{Dir: dir, Manifest: m}
+	snap := &Snapshot{Dir: dir, Manifest: m}
+	s = snap
 	defer func() {
 		if err != nil {
-			s.release()
+			// "return nil, err" has already set s to nil: release through
+			// snap, or release(nil) panics and the mappings leak.
+			snap.release()
 			s = nil
 		}
 	}()
