@@ -27,6 +27,11 @@ func openArrow(name string, b []byte, want *arrow.Schema) (r *ipc.FileReader, ba
 			r, batches, err = nil, 0, corrupt(name, -1, "arrow reader: %v", p)
 		}
 	}()
+	// arrow-go's file reader reads only the footer: check the leading
+	// magic too, so that a damaged file start is refused at open.
+	if len(b) < 8 || string(b[:6]) != "ARROW1" {
+		return nil, 0, corrupt(name, 0, "bad leading magic: not an Arrow IPC file")
+	}
 	if err := checkFooter(b); err != nil {
 		return nil, 0, corrupt(name, -1, "%v", err)
 	}
