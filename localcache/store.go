@@ -253,19 +253,28 @@ func (s *Store) refreshDataset(name string) error {
 			s.opts.Logger.Warn("removed unfinished snapshots left by a crash", "dataset", name, "count", n)
 		}
 	}
-	snap, err := snapshot.Open(filepath.Join(dir, format.SnapshotsDir, id))
+	fresh := d.wal == nil
+	rs, err := s.openStateLocked(d, id)
+	// A read-only store reads files a writer in another process replaces:
+	// the writer moves CURRENT and only then drops the log segments and
+	// deletes the snapshots the new one covers. What was read is
+	// consistent if CURRENT still names the same snapshot afterwards;
+	// else read again.
+	for try := 0; s.opts.ReadOnly && fresh && try < 100; try++ {
+		now, cerr := format.ReadCurrent(dir)
+		if cerr != nil || now == id {
+			break
+		}
+		if err == nil {
+			rs.snap.Close()
+		}
+		d.wal, id = nil, now
+		rs, err = s.openStateLocked(d, id)
+	}
 	if err != nil {
 		return fmt.Errorf("dataset %s: %w", name, err)
 	}
-	if snap.Manifest.Dataset != name {
-		snap.Close()
-		return fmt.Errorf("dataset %s: snapshot %s belongs to dataset %q", name, id, snap.Manifest.Dataset)
-	}
-	rs, err := s.openDeltaLocked(d, snap)
-	if err != nil {
-		snap.Close()
-		return fmt.Errorf("dataset %s: %w", name, err)
-	}
+	snap := rs.snap
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -280,6 +289,25 @@ func (s *Store) refreshDataset(name string) error {
 	}
 	d.swap(rs)
 	return nil
+}
+
+// openStateLocked opens snapshot id of d and the delta over it. d.wmu is
+// held.
+func (s *Store) openStateLocked(d *Dataset, id string) (*readState, error) {
+	snap, err := snapshot.Open(filepath.Join(d.dir, format.SnapshotsDir, id))
+	if err != nil {
+		return nil, err
+	}
+	if snap.Manifest.Dataset != d.name {
+		snap.Close()
+		return nil, fmt.Errorf("snapshot %s belongs to dataset %q", id, snap.Manifest.Dataset)
+	}
+	rs, err := s.openDeltaLocked(d, snap)
+	if err != nil {
+		snap.Close()
+		return nil, err
+	}
+	return rs, nil
 }
 
 // openDeltaLocked opens the dataset's write-ahead log (once) and replays

@@ -206,6 +206,11 @@ func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*
 	for i, first := range w.segs {
 		path := w.segPath(first)
 		b, err := os.ReadFile(path)
+		if readOnly && errors.Is(err, os.ErrNotExist) {
+			// Dropped by the writer since the listing: it held only
+			// records a newer snapshot covers (the caller checks CURRENT).
+			continue
+		}
 		if err != nil {
 			return nil, nil, err
 		}
