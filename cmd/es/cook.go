@@ -29,6 +29,7 @@ func runCook(e *env, args []string) error {
 	fs.StringVar(&o.Unit, "unit", "", "unit for series without one")
 	fs.StringVar(&o.Source, "source", "", "source for series without one")
 	batchRows := fs.Int("batch-rows", 1<<20, "target rows per record batch of data.arrow")
+	tailRule := fs.String("tail", "", "put series in the cold tier (tail.parquet): before=DATE (last period before it), list=FILE (ids, one per line) or fraction=F (the F least recently updated)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -43,12 +44,21 @@ func runCook(e *env, args []string) error {
 	if len(ins) == 0 {
 		return usagef("at least one --in FILE is required")
 	}
-	res, err := cookDataset(e, home, dataset, ins, o, *batchRows)
+	var tail *format.TailRule
+	if *tailRule != "" {
+		if tail, err = format.ParseTailRule(*tailRule); err != nil {
+			return usageError{err}
+		}
+	}
+	res, err := cookDatasetTail(e, home, dataset, ins, o, *batchRows, tail)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "cooked %s: %d rows, %d series, %d duplicates (last one won), %d bad rows skipped, snapshot %s, %.2fs\n",
 		dataset, res.manifest.Rows, res.manifest.Series, res.stats.Duplicates, res.skipped, res.manifest.SnapshotID, res.elapsed.Seconds())
+	if cold := res.manifest.Series - res.manifest.HotSeries; cold > 0 {
+		fmt.Fprintf(e.stdout, "cold tier: %d series in %s (%d bytes)\n", cold, format.TailFile, res.manifest.File(format.TailFile).Size)
+	}
 	return nil
 }
 
@@ -60,8 +70,13 @@ type cookResult struct {
 }
 
 // cookDataset reads the inputs and publishes a new snapshot of dataset
-// under home. A full cook starts a new epoch.
+// under home, every series hot. A full cook starts a new epoch.
 func cookDataset(e *env, home, dataset string, ins []string, o cook.InputOptions, batchRows int) (*cookResult, error) {
+	return cookDatasetTail(e, home, dataset, ins, o, batchRows, nil)
+}
+
+// cookDatasetTail is cookDataset with a cold-tier rule (nil: none).
+func cookDatasetTail(e *env, home, dataset string, ins []string, o cook.InputOptions, batchRows int, tail *format.TailRule) (*cookResult, error) {
 	start := time.Now()
 	var total int64
 	for _, in := range ins {
@@ -109,6 +124,7 @@ func cookDataset(e *env, home, dataset string, ins []string, o cook.InputOptions
 		Epoch:     epoch,
 		BatchRows: batchRows,
 		Progress:  func(_ string, d, _ int64) { wbar.set(d) },
+		Tail:      tail,
 	})
 	wbar.finish()
 	if err != nil {

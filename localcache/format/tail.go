@@ -26,8 +26,12 @@ import (
 // tail.parquet. Row groups are cut only at series boundaries, so a longer
 // series gets a row group of its own. A row group is the unit of decoding:
 // a cold read decodes the whole group once, then serves from a cache. See
-// FORMAT.md for why 16Ki and not 64Ki.
-const TailBlockRows = 1 << 14
+// FORMAT.md for why 8Ki and not 64Ki.
+const TailBlockRows = 1 << 13
+
+// zstdSpare is the spare capacity, in values, after a decoded value
+// column: ZSTD's fast loops need 16 bytes of room past the output.
+const zstdSpare = 8
 
 // tailCreatedBy is the created_by of tail.parquet: fixed, so that the bytes
 // do not change with the writer library's version string.
@@ -215,12 +219,13 @@ type noClose struct{ io.Writer }
 // parses the footer (proportional to the number of row groups); a block is
 // decoded by Block into fresh Go memory that does not alias the bytes.
 type Tail struct {
-	r          *file.Reader
-	pt         PeriodType
-	NumBlocks  int
-	blockRows  []int64
-	TotalRows  int64
-	decodeSize int64
+	r         *file.Reader
+	b         []byte
+	pt        PeriodType
+	NumBlocks int
+	blockRows []int64
+	chunks    [][2]chunkRef // per row group: period, value
+	TotalRows int64
 }
 
 // OpenTail parses tail.parquet's footer and checks its schema and file
@@ -250,15 +255,27 @@ func OpenTail(b []byte, pt PeriodType) (t *Tail, err error) {
 	if !fmd.Schema.Equals(schema.NewSchema(want)) {
 		return nil, corrupt(TailFile, -1, "schema %s, want %s", fmd.Schema, schema.NewSchema(want))
 	}
-	t = &Tail{r: r, pt: pt, NumBlocks: r.NumRowGroups()}
+	t = &Tail{r: r, b: b, pt: pt, NumBlocks: r.NumRowGroups()}
 	t.blockRows = make([]int64, t.NumBlocks)
+	t.chunks = make([][2]chunkRef, t.NumBlocks)
 	for i := range t.blockRows {
-		n := fmd.RowGroup(i).NumRows()
+		rg := fmd.RowGroup(i)
+		n := rg.NumRows()
 		if n < 0 || n > math.MaxUint32 {
 			return nil, corrupt(TailFile, -1, "row group %d has %d rows", i, n)
 		}
 		t.blockRows[i] = n
 		t.TotalRows += n
+		for k, col := range []int{tailPeriod, tailValue} {
+			cc, err := rg.ColumnChunk(col)
+			if err != nil {
+				return nil, corrupt(TailFile, -1, "row group %d column %d: %v", i, col, err)
+			}
+			if cc.HasDictionaryPage() {
+				return nil, corrupt(TailFile, -1, "row group %d column %d has a dictionary page", i, col)
+			}
+			t.chunks[i][k] = chunkRef{off: cc.DataPageOffset(), size: cc.TotalCompressedSize(), codec: cc.Compression()}
+		}
 	}
 	return t, nil
 }
@@ -278,11 +295,13 @@ func (t *Tail) Block(i int) (b *Batch, err error) {
 		}
 	}()
 	n := t.blockRows[i]
-	rg := t.r.RowGroup(i)
-	b = &Batch{Values: make([]float64, n)}
+	period, value := t.chunks[i][0], t.chunks[i][1]
+	// Spare capacity after the values lets ZSTD decode into them with its
+	// fast loops (see decodeChunk).
+	b = &Batch{Values: make([]float64, n, n+zstdSpare)[:n]}
 	if t.pt == PeriodTimestamp {
 		b.Secs = make([]int64, n)
-		if err := readColumn(rg, i, tailPeriod, b.Secs); err != nil {
+		if err := decodeChunk(t.b, period, i, tailPeriod, b.Secs); err != nil {
 			return nil, err
 		}
 		for k, ms := range b.Secs {
@@ -290,11 +309,11 @@ func (t *Tail) Block(i int) (b *Batch, err error) {
 		}
 	} else {
 		b.Days = make([]int32, n)
-		if err := readColumn(rg, i, tailPeriod, b.Days); err != nil {
+		if err := decodeChunk(t.b, period, i, tailPeriod, b.Days); err != nil {
 			return nil, err
 		}
 	}
-	if err := readColumn(rg, i, tailValue, b.Values); err != nil {
+	if err := decodeChunk(t.b, value, i, tailValue, b.Values); err != nil {
 		return nil, err
 	}
 	return b, nil

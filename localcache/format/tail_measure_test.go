@@ -48,7 +48,7 @@ func TestMeasureTailEncodings(t *testing.T) {
 			{name: "delta+bss+snappy", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: parquet.Encodings.ByteStreamSplit, codec: compress.Codecs.Snappy},
 			{name: "delta+plain+none", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: tailV1.valueEnc, codec: compress.Codecs.Uncompressed},
 		}
-		for _, blockRows := range []int{1 << 13, 1 << 14, 1 << 15, 1 << 16} {
+		for _, blockRows := range []int{1 << 12, 1 << 13, 1 << 14, 1 << 16} {
 			c.batches = c.cutBatches(blockRows)
 			for _, v := range variants {
 				var buf bytes.Buffer
@@ -157,8 +157,11 @@ func BenchmarkTailBlockDecodeProbe(b *testing.B) {
 	probeOnce.Do(func() {
 		tb := realisticTable(42, 4000, 800_000, false)
 		c := cookRows(tb, nil)
-		c.batches = c.cutBatches(1 << 14)
+		c.batches = c.cutBatches(TailBlockRows)
 		v := tailV1
+		if os.Getenv("ES_PROBE_CODEC") == "none" {
+			v.codec = compress.Codecs.Uncompressed
+		}
 		var buf bytes.Buffer
 		if err := c.writeTail(&buf, v); err != nil {
 			b.Fatal(err)

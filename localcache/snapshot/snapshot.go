@@ -1,12 +1,15 @@
 // Package snapshot serves one immutable snapshot directory straight from
 // memory-mapped files.
 //
-// Open maps data.arrow, index.arrow and index.hash, checks the manifest,
-// the sizes and the headers, and decodes nothing proportional to the data.
+// Open maps data.arrow, index.arrow, index.hash and tail.parquet (when the
+// snapshot has a cold tier), checks the manifest, the sizes and the
+// headers, and decodes nothing proportional to the data.
 // A lookup is: xxh3 of the id -> slot of index.hash -> index row -> batch,
 // offset and length -> binary search of the period range inside the mapped
 // period column. Points returned by Get alias the mapping: they are valid
-// only while the caller holds a reference (TryRef ... Unref). The mapping is
+// only while the caller holds a reference (TryRef ... Unref). Series of the
+// cold tier are decoded per row group of tail.parquet on first use and
+// served from a bounded cache; their Points are Go memory. The mapping is
 // released when the last reference goes, never before, so a reader can
 // never see it unmapped. Strings returned by Info and Search are copies.
 //
@@ -40,14 +43,18 @@ type Snapshot struct {
 	index *format.Index
 	data  *format.Data
 	hash  format.Hash
+	tail  *tailState // nil without a cold tier
 
 	refs     atomic.Int64
 	onClose  atomic.Pointer[func()] // called after unmapping; may be nil
 	searchIx atomic.Pointer[searchIndex]
 }
 
-// Open opens the snapshot in dir.
-func Open(dir string) (s *Snapshot, err error) {
+// Open opens the snapshot in dir with the default Options.
+func Open(dir string) (*Snapshot, error) { return OpenOptions(dir, Options{}) }
+
+// OpenOptions opens the snapshot in dir.
+func OpenOptions(dir string, o Options) (s *Snapshot, err error) {
 	m, err := format.ReadManifest(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
@@ -97,6 +104,16 @@ func Open(dir string) (s *Snapshot, err error) {
 	if s.data, err = format.OpenData(db, m.PeriodType, m.Batches); err != nil {
 		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
 	}
+	if m.File(format.TailFile) != nil {
+		tb, err := mapFile(format.TailFile)
+		if err != nil {
+			return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+		}
+		s.tail = newTailState(tb, m.PeriodType, o.TailCacheBytes)
+	} else if m.HotSeries < m.Series {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, &format.CorruptionError{File: format.ManifestFile, Offset: -1,
+			Err: fmt.Errorf("%d of %d series are hot but no %s is listed", m.HotSeries, m.Series, format.TailFile)})
+	}
 	s.refs.Store(1)
 	return s, nil
 }
@@ -142,6 +159,9 @@ func (s *Snapshot) release() {
 	if s.data != nil {
 		s.data.Close()
 	}
+	if s.tail != nil {
+		s.tail.cache.drop()
+	}
 	if s.index != nil {
 		s.index.Close()
 	}
@@ -168,7 +188,9 @@ func (s *Snapshot) Lookup(id string) (uint32, bool) {
 // Points are the periods and values of one series in a range. Exactly one
 // of Days (date32 snapshots, days since the epoch) and Secs (timestamp
 // snapshots, seconds) is non-nil unless the range is empty. The slices may
-// alias a mapping: valid only while the reference they came from is held.
+// alias a mapping or a cached cold block: valid only while the reference
+// they came from is held, and read-only (their capacity ends at their
+// length, so an append copies).
 type Points struct {
 	Days   []int32
 	Secs   []int64
@@ -193,7 +215,8 @@ const (
 )
 
 // Get returns the points of index row `row` with from <= period <= to (unix
-// seconds; periods are bucket starts). The caller must hold a reference.
+// seconds; periods are bucket starts), from either tier. The caller must
+// hold a reference.
 func (s *Snapshot) Get(row uint32, from, to int64) (Points, error) {
 	x := s.index
 	if row >= uint32(x.N) {
@@ -203,10 +226,13 @@ func (s *Snapshot) Get(row uint32, from, to int64) (Points, error) {
 	if n == 0 || from > to {
 		return Points{}, nil
 	}
-	if x.Tier[row] != uint8(format.Hot) {
-		return Points{}, fmt.Errorf("series %q: tier %d not supported by this build", x.ID(row), x.Tier[row])
+	var b *format.Batch
+	var err error
+	if x.Tier[row] == uint8(format.Hot) {
+		b, err = s.data.Batch(int(x.Batch[row]))
+	} else {
+		b, err = s.coldBlock(row)
 	}
-	b, err := s.data.Batch(int(x.Batch[row]))
 	if err != nil {
 		return Points{}, err
 	}
@@ -221,7 +247,7 @@ func (s *Snapshot) Get(row uint32, from, to int64) (Points, error) {
 		if lo >= hi {
 			return Points{}, nil
 		}
-		return Points{Secs: secs[lo:hi], Values: b.Values[off+uint32(lo) : off+uint32(hi)]}, nil
+		return Points{Secs: secs[lo:hi:hi], Values: b.Values[off+uint32(lo) : off+uint32(hi) : off+uint32(hi)]}, nil
 	}
 	days := b.Days[off : off+n]
 	fd, td := dayBound(from, false), dayBound(to, true)
@@ -232,7 +258,7 @@ func (s *Snapshot) Get(row uint32, from, to int64) (Points, error) {
 	if lo >= hi {
 		return Points{}, nil
 	}
-	return Points{Days: days[lo:hi], Values: b.Values[off+uint32(lo) : off+uint32(hi)]}, nil
+	return Points{Days: days[lo:hi:hi], Values: b.Values[off+uint32(lo) : off+uint32(hi) : off+uint32(hi)]}, nil
 }
 
 // searchDays is sort.Search for the first day >= d, without the closure
