@@ -265,7 +265,9 @@ func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snap
 	}
 	var others []snapDir
 	for _, e := range ents {
-		if !e.IsDir() || e.Name() == current || strings.HasPrefix(e.Name(), format.TempPrefix) {
+		// Dot-named directories are unfinished: temporary snapshots (swept at
+		// open) and download staging (see StagingDir), not retired ones.
+		if !e.IsDir() || e.Name() == current || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		var mt time.Time
