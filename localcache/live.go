@@ -228,6 +228,12 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 		return fmt.Errorf("rotate write-ahead log: %w", err)
 	}
 	old := cur.snap
+	// Hold the old snapshot until retireLocked has registered its deletion:
+	// with no reader left, the swap would release it first and the
+	// deletion would never run.
+	if old.TryRef() {
+		defer old.Unref()
+	}
 	d.swap(&readState{snap: snap, delta: dl})
 	d.lastSync.Store(time.Now().UnixNano())
 	// CURRENT moves last: a crash before this line restarts on the old
@@ -250,10 +256,16 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 }
 
 // retireLocked deletes snapshots beyond the retention count, newest kept
-// first. The snapshot just replaced is deleted only after its last reader
-// lets go (Windows cannot delete an open file; elsewhere this keeps the
-// directory while it is mapped, for tools that inspect it).
+// first. A replaced snapshot is deleted only after its last reader lets go
+// (Windows cannot delete an open file; elsewhere this keeps the directory
+// while it is mapped, for tools that inspect it). d.wmu is held.
 func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snapshot) {
+	if replaced != nil {
+		d.retired = append(d.retired, replaced)
+	}
+	defer func() {
+		d.retired = slices.DeleteFunc(d.retired, func(r *snapshot.Snapshot) bool { return r.Refs() <= 0 })
+	}()
 	root := filepath.Join(d.dir, format.SnapshotsDir)
 	ents, err := os.ReadDir(root)
 	if err != nil {
@@ -286,18 +298,27 @@ func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snap
 		if i < keep {
 			continue
 		}
-		dir := filepath.Join(root, o.name)
-		if replaced != nil && replaced.ID() == o.name {
-			replaced.OnClose(func() {
-				if err := os.RemoveAll(dir); err != nil {
-					s.opts.Logger.Warn("delete retired snapshot", "dir", dir, "err", err)
+		name, dir := o.name, filepath.Join(root, o.name)
+		remove := func() {
+			if err := os.RemoveAll(dir); err != nil {
+				s.opts.Logger.Warn("delete retired snapshot", "dir", dir, "err", err)
+			}
+		}
+		i := slices.IndexFunc(d.retired, func(r *snapshot.Snapshot) bool { return r.ID() == name })
+		if i >= 0 && d.retired[i].TryRef() {
+			// Still mapped by a reader: delete when the last one lets go,
+			// unless the same snapshot is in service again by then.
+			r := d.retired[i]
+			r.OnClose(func() {
+				if cur := d.cur.Load(); cur != nil && cur.snap.ID() == name {
+					return
 				}
+				remove()
 			})
+			r.Unref()
 			continue
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			s.opts.Logger.Warn("delete retired snapshot", "dir", dir, "err", err)
-		}
+		remove()
 	}
 }
 

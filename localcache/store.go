@@ -126,6 +126,10 @@ type Dataset struct {
 	cmu        sync.Mutex
 	compacting atomic.Bool
 	lastSync   atomic.Int64 // unix nanos of the last Apply or Install
+	// retired holds replaced snapshots that readers may still map, so that
+	// retention deletes their directories only once the last reader lets
+	// go. Guarded by wmu.
+	retired []*snapshot.Snapshot
 }
 
 // readState is what a reader sees: a snapshot and the delta over it.
