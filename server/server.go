@@ -143,19 +143,37 @@ func (s *Server) openDataset(name string) (*dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The history is usable when it is contiguous up to the head.
-	contiguous := len(recs) > 0 && recs[len(recs)-1].Seq == head
-	for i := 1; contiguous && i < len(recs); i++ {
-		contiguous = recs[i].Seq == recs[i-1].Seq+1
-	}
-	if contiguous {
-		d.hist, d.histFrom = recs, recs[0].Seq-1
-	} else {
-		d.histFrom = head
-	}
+	d.hist = usableHistory(recs, head)
+	d.histFrom = head - uint64(len(d.hist))
 	s.refreshFilesLocked(d)
 	s.ds[name] = d
 	return d, nil
+}
+
+// usableHistory returns the records of the history log the server can
+// serve catch-ups from: the contiguous run that ends at the store's head.
+// A crash between the history append and the store's apply leaves a record
+// in the history that the store does not have (an orphan above the head);
+// the next ingest reuses its seq and appends the real record after it. So,
+// scanning backwards, the last record written with a seq is the one the
+// store holds, and orphans (above the head, or earlier writes of a seq
+// already taken) are skipped.
+func usableHistory(recs []delta.Record, head uint64) []delta.Record {
+	want := head
+	i := len(recs)
+	for j := len(recs) - 1; j >= 0 && want > 0; j-- {
+		seq := recs[j].Seq
+		if seq > want {
+			continue // an orphan, or an earlier write of a seq already taken
+		}
+		if seq < want {
+			break // a gap
+		}
+		i--
+		recs[i] = recs[j]
+		want--
+	}
+	return recs[i:]
 }
 
 // refreshFilesLocked indexes the files of the retained snapshots by SHA-256.
@@ -284,8 +302,7 @@ func (s *Server) Ingest(name string, recs []delta.Record) (first, last uint64, e
 	}
 	// History first: a record in the history but not in the store is
 	// harmless (its seq is reassigned after a crash only if the store did
-	// not get it, and then the history is found not contiguous and
-	// discarded at open).
+	// not get it, and usableHistory skips it at open).
 	if err := d.histLog.Append(recs); err != nil {
 		d.mu.Unlock()
 		return 0, 0, fmt.Errorf("history: %w", err)
