@@ -306,6 +306,13 @@ func (s *Store) openStateLocked(d *Dataset, id string) (*readState, error) {
 		snap.Close()
 		return nil, fmt.Errorf("snapshot %s belongs to dataset %q", id, snap.Manifest.Dataset)
 	}
+	if snap.ID() != id {
+		// Served, it would report another id than CURRENT, and every
+		// Refresh would reopen and swap it again.
+		snap.Close()
+		return nil, &format.CorruptionError{File: format.ManifestFile, Offset: -1,
+			Err: fmt.Errorf("directory %s holds snapshot %s", id, snap.ID())}
+	}
 	rs, err := s.openDeltaLocked(d, snap)
 	if err != nil {
 		snap.Close()
