@@ -1,0 +1,5 @@
+//go:build !race
+
+package localcache_test
+
+const raceEnabled = false
