@@ -96,6 +96,10 @@ type Engine struct {
 	paused   atomic.Bool
 	resumeCh chan struct{}
 
+	// acct accounts snapshot downloads across the sessions of this
+	// process, by snapshot id; only the session goroutine touches it.
+	acct map[string]*dlAcct
+
 	// Counters (tests, metrics).
 	Stats struct {
 		ChunksRefetched     atomic.Int64 // chunks whose hash did not match
@@ -156,7 +160,7 @@ func New(sink Sink, o Options) *Engine {
 	if o.Dialer == nil {
 		o.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, WriteBufferSize: 4096}
 	}
-	e := &Engine{opts: o, sink: sink, log: o.Logger, dsProg: map[string]*DatasetProgress{}, resumeCh: make(chan struct{}, 1)}
+	e := &Engine{opts: o, sink: sink, log: o.Logger, dsProg: map[string]*DatasetProgress{}, resumeCh: make(chan struct{}, 1), acct: map[string]*dlAcct{}}
 	e.prog.Server = o.Server
 	return e
 }
@@ -604,8 +608,19 @@ func sameFiles(a, b *format.Manifest) bool {
 	return true
 }
 
+// dlAcct is what this process did for one snapshot download, over all
+// its sessions: logged as "download complete".
+type dlAcct struct {
+	start     time.Time
+	sessions  int
+	fetched   int64 // chunk bytes received and written (refetches included)
+	resumed   int64 // verified bytes found on disk when this process started the download
+	refetched int64 // chunks discarded for a hash mismatch
+}
+
 // download is a snapshot being fetched, one file at a time.
 type download struct {
+	acct    *dlAcct
 	man     *format.Manifest
 	dir     string
 	files   []format.FileInfo
@@ -639,7 +654,13 @@ func (s *session) startDownload(man *format.Manifest) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	d := &download{man: man, dir: dir, files: man.Files}
+	acct := s.e.acct[man.SnapshotID]
+	if acct == nil {
+		acct = &dlAcct{start: time.Now()}
+		s.e.acct[man.SnapshotID] = acct
+	}
+	acct.sessions++
+	d := &download{man: man, dir: dir, files: man.Files, acct: acct}
 	s.dl[ds] = d
 	var total int64
 	for _, f := range man.Files {
@@ -665,6 +686,9 @@ func (s *session) nextFile(d *download) error {
 		final := filepath.Join(d.dir, fi.Name)
 		if st, err := os.Stat(final); err == nil && st.Size() == fi.Size {
 			d.base += fi.Size
+			if d.acct.sessions == 1 {
+				d.acct.resumed += fi.Size
+			}
 			continue // verified and renamed in an earlier session
 		}
 		part := final + ".partial"
@@ -695,6 +719,9 @@ func (s *session) nextFile(d *download) error {
 			return err
 		}
 		s.e.Stats.ResumedBytesSkipped.Add(d.off)
+		if d.acct.sessions == 1 {
+			d.acct.resumed += d.off
+		}
 		if d.off == fi.Size {
 			return s.finishFile(d)
 		}
@@ -731,6 +758,8 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 	if d.off+int64(len(c.Data)) > fi.Size {
 		return fmt.Errorf("server sent more of %s than its size", fi.Name)
 	}
+	s.e.Stats.BytesDownloaded.Add(int64(len(c.Data)))
+	d.acct.fetched += int64(len(c.Data))
 	data := c.Data
 	for len(data) > 0 {
 		inChunk := d.off % format.ChunkSize
@@ -749,6 +778,7 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 			if sum != fi.Chunks[ci] {
 				// Corrupt in transit: drop the chunk and fetch it again.
 				s.e.Stats.ChunksRefetched.Add(1)
+				d.acct.refetched++
 				s.e.log.Warn("chunk hash mismatch; refetching", "file", fi.Name, "chunk", ci)
 				d.retries++
 				if d.retries > 20 {
@@ -772,7 +802,6 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 			}
 		}
 	}
-	s.e.Stats.BytesDownloaded.Add(int64(len(c.Data)))
 	s.progressBytes(d)
 	if s.e.opts.BandwidthLimit > 0 {
 		time.Sleep(time.Duration(float64(len(c.Data)) / float64(s.e.opts.BandwidthLimit) * float64(time.Second)))
@@ -837,6 +866,15 @@ func (s *session) finishFile(d *download) error {
 func (s *session) finishDownload(d *download) error {
 	ds := d.man.Dataset
 	delete(s.dl, ds)
+	var total int64
+	for _, f := range d.files {
+		total += f.Size
+	}
+	a := d.acct
+	delete(s.e.acct, d.man.SnapshotID)
+	s.e.log.Info("download complete", "dataset", ds, "snapshot", d.man.SnapshotID, "bytes", total,
+		"fetched", a.fetched, "resumed", a.resumed, "refetched_chunks", a.refetched, "sessions", a.sessions,
+		"seconds", time.Since(a.start).Seconds())
 	b, err := jsonManifest(d.man)
 	if err != nil {
 		return err
