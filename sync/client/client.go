@@ -313,7 +313,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	e.mu.Lock()
 	e.conn = ws
 	e.mu.Unlock()
-	s := &session{e: e, ws: ws, out: make(chan []byte, 64), done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}}
+	s := &session{e: e, ws: ws, out: make(chan []byte, 64), done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}}
 	defer func() {
 		ws.Close()
 		close(s.done)
@@ -338,8 +338,14 @@ type session struct {
 
 	dl      map[string]*download         // dataset -> download in progress
 	catchup map[string][]protocol.Record // dataset -> records buffered until catchup_end
-	heads   map[string]protocol.Head
-	want    func(string) bool
+	// caughtUp: a catchup_end arrived since the last subscribe (the server
+	// has registered this client for live deltas of the dataset).
+	caughtUp map[string]bool
+	// snapAnswer: the state (snapshot@seq) in which the client last
+	// resubscribed after a snapshot it did not need to download.
+	snapAnswer map[string]string
+	heads      map[string]protocol.Head
+	want       func(string) bool
 }
 
 func (s *session) send(m *protocol.Message) {
@@ -455,6 +461,7 @@ func (s *session) run() (bool, error) {
 				return s.live, err
 			}
 			s.live = true
+			s.caughtUp[m.Dataset] = true
 			e.update(func(p *Progress, ds func(string) *DatasetProgress) {
 				d := ds(m.Dataset)
 				d.State = "live"
@@ -534,6 +541,7 @@ func (s *session) apply(ds string, recs []protocol.Record) error {
 	}
 	if recs[0].Seq != seq+1 {
 		s.e.log.Warn("gap in deltas; resubscribing", "dataset", ds, "have", seq, "got", recs[0].Seq)
+		s.caughtUp[ds] = false
 		s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: []protocol.Sub{s.sub(ds)}})
 		return nil
 	}
@@ -566,7 +574,7 @@ func (s *session) onSnapshot(m *protocol.Message) error {
 	ep, snapID, seq, ok := e.sink.State(ds)
 	if ok && snapID == man.SnapshotID {
 		s.markCurrent(ds)
-		return nil
+		return s.resubscribe(ds)
 	}
 	if ok && ep == man.Epoch && seq >= man.CoversThroughSeq {
 		e.update(func(_ *Progress, dsf func(string) *DatasetProgress) { dsf(ds).State = "rebasing" })
@@ -575,7 +583,7 @@ func (s *session) onSnapshot(m *protocol.Message) error {
 			e.Stats.LocalRebases.Add(1)
 			e.log.Info("rebased by local compaction: SHA-256 of every file equals the server's", "dataset", ds, "snapshot", man.SnapshotID)
 			s.markCurrent(ds)
-			return nil
+			return s.resubscribe(ds)
 		}
 		if err != nil {
 			e.log.Warn("local compaction failed; downloading the server's snapshot", "dataset", ds, "err", err)
@@ -584,6 +592,28 @@ func (s *session) onSnapshot(m *protocol.Message) error {
 		}
 	}
 	return s.startDownload(man)
+}
+
+// resubscribe follows a snapshot the client did not need to download.
+// When it came as the answer to a subscribe (the server could not catch
+// the client up by deltas), the server has not registered the client for
+// live deltas: subscribe again from the new state. If the server answers
+// the same state with a snapshot again, it cannot catch this client up
+// (its history was lost): end the session and retry later, rather than
+// sit there unsubscribed.
+func (s *session) resubscribe(ds string) error {
+	if s.caughtUp[ds] {
+		return nil // live: the snapshot was an announcement
+	}
+	_, snap, seq, _ := s.e.sink.State(ds)
+	state := fmt.Sprintf("%s@%d", snap, seq)
+	if s.snapAnswer[ds] == state {
+		s.e.log.Warn("the server cannot catch this dataset up by deltas (its history does not reach back); retrying later", "dataset", ds, "snapshot", snap, "seq", seq)
+		return fmt.Errorf("server cannot catch %s up from seq %d", ds, seq)
+	}
+	s.snapAnswer[ds] = state
+	s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: []protocol.Sub{s.sub(ds)}})
+	return nil
 }
 
 func (s *session) markCurrent(ds string) {
@@ -888,6 +918,7 @@ func (s *session) finishDownload(d *download) error {
 	}
 	s.e.log.Info("installed downloaded snapshot", "dataset", ds, "snapshot", d.man.SnapshotID)
 	s.markCurrent(ds)
+	s.caughtUp[ds] = false
 	s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: []protocol.Sub{s.sub(ds)}})
 	return nil
 }
