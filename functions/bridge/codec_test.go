@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"strings"
@@ -373,5 +374,31 @@ func TestLimits(t *testing.T) {
 	r = b.calc(t, `{"calls":[{"fn":"ES.Get","args":["SEA.temperature"]}]}`)
 	if r.Results[0].Error == nil || r.Results[0].Error.Code != "#NUM!" {
 		t.Errorf("per-call bound: %s", mustJSON(t, r))
+	}
+}
+
+// TestAppendFloat holds appendFloat against encoding/json on decimals and
+// random floats.
+func TestAppendFloat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	check := func(f float64) {
+		want, err := json.Marshal(f)
+		if err != nil {
+			return
+		}
+		if got := appendFloat(nil, f); string(got) != string(want) {
+			t.Fatalf("%v (%b): got %s, want %s", f, math.Float64bits(f), got, want)
+		}
+	}
+	for range 200_000 {
+		k := rng.IntN(6)
+		n := rng.Int64N(2_000_000_000_000) - 1_000_000_000_000
+		check(float64(n) / math.Pow10(k))
+		check(float64(rng.Int64N(100_000)-50_000) / math.Pow10(k))
+		check(math.Float64frombits(rng.Uint64()))
+		check(rng.NormFloat64() * math.Pow10(rng.IntN(30)-10))
+	}
+	for _, f := range []float64{0.1, 0.2, 0.3, 1e-4, 9.9999e-5, 999999999.9999, 1e9 - 0.01, 0.0001, 0.00015, 123.45, -0.05} {
+		check(f)
 	}
 }

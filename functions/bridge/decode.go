@@ -62,6 +62,11 @@ func decodeCalc(b []byte, maxCalls int) ([]call, error) {
 			return err
 		}
 		seen = true
+		if calls == nil {
+			// A call takes at least ~20 bytes; guessing low and growing
+			// once or twice beats growing from empty 17 times.
+			calls = make([]call, 0, min(maxCalls, len(d.b)/64+1))
+		}
 		calls = calls[:0]
 		if d.peek() == 'n' {
 			return d.literal("null")
@@ -275,7 +280,7 @@ func (d *decoder) value(depth int) (any, error) {
 	case c == '-' || ('0' <= c && c <= '9'):
 		return d.number()
 	case c == '[':
-		out := []any{}
+		out := make([]any, 0, 4)
 		err := d.array(depth, func() error {
 			v, err := d.value(depth + 1)
 			out = append(out, v)

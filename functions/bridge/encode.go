@@ -95,6 +95,11 @@ func appendFloat(b []byte, f float64) []byte {
 		return strconv.AppendInt(b, int64(f), 10)
 	}
 	abs := math.Abs(f)
+	if abs >= 1e-4 && abs < 1e9 {
+		if b, ok := appendFewDecimals(b, f); ok {
+			return b
+		}
+	}
 	fmt := byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		fmt = 'e'
@@ -166,4 +171,46 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+var pow10 = [...]float64{1, 10, 100, 1000, 10000}
+
+// appendFewDecimals writes f if it is a decimal with at most 4 digits after
+// the point (prices, volumes: most stored values), without the general
+// shortest-float algorithm, which costs several times more. For |f| < 1e9
+// two different decimals of at most 4 places are always more than a float
+// spacing apart, so the decimal that round-trips is the shortest one and
+// the text is exactly strconv's.
+func appendFewDecimals(b []byte, f float64) ([]byte, bool) {
+	for k := 1; k < len(pow10); k++ {
+		v := f * pow10[k]
+		if v != math.Trunc(v) {
+			continue
+		}
+		n := int64(v)
+		if float64(n)/pow10[k] != f {
+			return b, false
+		}
+		if n < 0 {
+			b = append(b, '-')
+			n = -n
+		}
+		p := int64(pow10[k])
+		b = strconv.AppendInt(b, n/p, 10)
+		frac := n % p
+		// k digits, zero-padded, then trailing zeros trimmed (frac > 0: f
+		// is not whole, the caller wrote whole numbers already).
+		var d [4]byte
+		for i := k - 1; i >= 0; i-- {
+			d[i] = byte('0' + frac%10)
+			frac /= 10
+		}
+		end := k
+		for end > 1 && d[end-1] == '0' {
+			end--
+		}
+		b = append(b, '.')
+		return append(b, d[:end]...), true
+	}
+	return b, false
 }

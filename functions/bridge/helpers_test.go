@@ -100,6 +100,16 @@ type testBridge struct {
 // edit may change the options.
 func startBridge(tb testing.TB, home string, edit func(*Options)) *testBridge {
 	tb.Helper()
+	return startBridgeWith(tb, home, func(o *Options, _ *localcache.Store) {
+		if edit != nil {
+			edit(o)
+		}
+	})
+}
+
+// startBridgeWith is startBridge with the store at hand (for a ChangeFeed).
+func startBridgeWith(tb testing.TB, home string, edit func(*Options, *localcache.Store)) *testBridge {
+	tb.Helper()
 	st, err := localcache.Open(home, &localcache.Options{CompactRows: -1, CompactBytes: -1})
 	if err != nil {
 		tb.Fatal(err)
@@ -108,9 +118,7 @@ func startBridge(tb testing.TB, home string, edit func(*Options)) *testBridge {
 	o.Port = 0
 	o.Status = storeStatus{st}
 	o.Now = func() time.Time { return today }
-	if edit != nil {
-		edit(&o)
-	}
+	edit(&o, st)
 	srv, err := Start(wiring.Source{Store: st}, o)
 	if err != nil {
 		st.Close()

@@ -1,0 +1,331 @@
+package bridge
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server/cook"
+	"github.com/energyscope/energyscope/server/cook/synth"
+)
+
+// The benchmarks run on a synthetic EIA-shaped dataset of 20,000 series and
+// 1.5M rows (server/cook/synth, seed 1), cooked once per process into a
+// temporary home.
+var synthData struct {
+	once  sync.Once
+	dir   string // removed by TestMain
+	home  string
+	ids   []string // every series
+	daily []string // daily series with at least a year of data
+	err   error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if synthData.dir != "" {
+		os.RemoveAll(synthData.dir)
+	}
+	os.Exit(code)
+}
+
+// synthHome returns a home with the synthetic dataset "eia" (a copy per
+// caller would cost seconds: callers share it, each opening it in turn).
+func synthHome(b *testing.B) string {
+	synthData.once.Do(func() {
+		d, err := os.MkdirTemp("", "es-bridge-bench-")
+		if err != nil {
+			synthData.err = err
+			return
+		}
+		synthData.dir = d
+		src := filepath.Join(d, "eia.csv")
+		if _, err := synth.WriteFile(src, synth.Options{Series: 20000, Rows: 1_500_000, Seed: 1}); err != nil {
+			synthData.err = err
+			return
+		}
+		bl := cook.NewBuilder()
+		if _, err := bl.AddFile(src, cook.InputOptions{}); err != nil {
+			synthData.err = err
+			return
+		}
+		t := bl.Table()
+		// Daily series with at least 300 points.
+		counts := make([]int, len(t.Series))
+		for _, si := range t.SeriesIdx {
+			counts[si]++
+		}
+		for i, s := range t.Series {
+			synthData.ids = append(synthData.ids, s.ID)
+			if s.Frequency == "D" && counts[i] >= 300 {
+				synthData.daily = append(synthData.daily, s.ID)
+			}
+		}
+		home := filepath.Join(d, "home")
+		dsDir := filepath.Join(home, localcache.DatasetsDir, "eia")
+		tmp, err := format.TempSnapshotDir(dsDir)
+		if err == nil {
+			var m *format.Manifest
+			if m, _, err = format.Write(tmp, t, format.WriteOptions{Dataset: "eia", Epoch: 1}); err == nil {
+				_, err = format.Publish(dsDir, tmp, m)
+			}
+		}
+		os.Remove(src)
+		synthData.home, synthData.err = home, err
+	})
+	if synthData.err != nil {
+		b.Fatal(synthData.err)
+	}
+	if len(synthData.daily) < 100 {
+		b.Fatalf("only %d daily series", len(synthData.daily))
+	}
+	return synthData.home
+}
+
+// yearOf returns ES.Get arguments for the last year of series id.
+func yearOf(b *testing.B, br *testBridge, id string) []any {
+	in, err := wiring.Source{Store: br.store}.Info(id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	end := time.Unix(in.Last, 0).UTC()
+	return []any{id, end.AddDate(-1, 0, 1).Format("2006-01-02"), end.Format("2006-01-02")}
+}
+
+func callsJSON(b *testing.B, fn string, args [][]any) []byte {
+	var buf bytes.Buffer
+	buf.WriteString(`{"calls":[`)
+	for i, a := range args {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`{"fn":"` + fn + `","args":` + mustJSON(b, a) + `}`)
+	}
+	buf.WriteString(`]}`)
+	return buf.Bytes()
+}
+
+func (br *testBridge) post(b *testing.B, body []byte) []byte {
+	resp, out := br.do(b, "POST", "/v1/calc", body, br.auth())
+	if resp.StatusCode != 200 {
+		b.Fatalf("status %d: %.200s", resp.StatusCode, out)
+	}
+	return out
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// BenchmarkGetOne: one ES.Get of a year of a daily series per request,
+// over a kept-alive HTTPS connection. Target p50 <= 150 µs.
+func BenchmarkGetOne(b *testing.B) {
+	br := startBridge(b, synthHome(b), func(o *Options) { o.Now = nil })
+	rng := rand.New(rand.NewPCG(1, 2))
+	bodies := make([][]byte, 512)
+	for i := range bodies {
+		bodies[i] = callsJSON(b, "ES.Get", [][]any{yearOf(b, br, synthData.daily[rng.IntN(len(synthData.daily))])})
+	}
+	br.post(b, bodies[0]) // connect
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	c0 := cpuTime()
+	for i := range b.N {
+		t0 := time.Now()
+		out := br.post(b, bodies[i%len(bodies)])
+		lat = append(lat, time.Since(t0))
+		if !bytes.HasPrefix(out, []byte(`{"results":[{"value":`)) {
+			b.Fatalf("%.200s", out)
+		}
+	}
+	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(float64((cpuTime()-c0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// BenchmarkLatestBatch: 10,000 ES.Latest of random series in one request,
+// end to end. Target <= 20 ms.
+func BenchmarkLatestBatch(b *testing.B) {
+	br := startBridge(b, synthHome(b), func(o *Options) { o.Now = nil })
+	rng := rand.New(rand.NewPCG(3, 4))
+	args := make([][]any, 10_000)
+	for i := range args {
+		args[i] = []any{synthData.ids[rng.IntN(len(synthData.ids))]}
+	}
+	body := callsJSON(b, "ES.Latest", args)
+	br.post(b, body)
+	b.ResetTimer()
+	c0 := cpuTime()
+	for range b.N {
+		br.post(b, body)
+	}
+	reportBatch(b, c0)
+}
+
+// reportBatch reports wall and CPU milliseconds per batch (CPU: the whole
+// process, client included, all cores).
+func reportBatch(b *testing.B, c0 time.Duration) {
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/batch")
+	b.ReportMetric(float64((cpuTime()-c0).Microseconds())/1000/float64(b.N), "cpu-ms/batch")
+}
+
+// BenchmarkGetBatch: 1,000 ES.Get of a year of random daily series
+// (~250K values) in one request, end to end. Target <= 40 ms.
+func BenchmarkGetBatch(b *testing.B) {
+	br := startBridge(b, synthHome(b), func(o *Options) { o.Now = nil })
+	rng := rand.New(rand.NewPCG(5, 6))
+	args := make([][]any, 1000)
+	for i := range args {
+		args[i] = yearOf(b, br, synthData.daily[rng.IntN(len(synthData.daily))])
+	}
+	body := callsJSON(b, "ES.Get", args)
+	out := br.post(b, body)
+	values := bytes.Count(out, []byte("],[")) + len(args) // rows of [date,value]
+	b.SetBytes(int64(len(out)))
+	b.ResetTimer()
+	c0 := cpuTime()
+	for range b.N {
+		br.post(b, body)
+	}
+	reportBatch(b, c0)
+	b.ReportMetric(float64(values), "values/batch")
+}
+
+// BenchmarkBatchVsSingle: the same 10,000 ES.Latest calls as one request
+// and as 10,000 requests one at a time (kept-alive). Target: batch >= 20x
+// faster.
+func BenchmarkBatchVsSingle(b *testing.B) {
+	br := startBridge(b, synthHome(b), func(o *Options) { o.Now = nil })
+	rng := rand.New(rand.NewPCG(7, 8))
+	args := make([][]any, 10_000)
+	singles := make([][]byte, len(args))
+	for i := range args {
+		args[i] = []any{synthData.ids[rng.IntN(len(synthData.ids))]}
+		singles[i] = callsJSON(b, "ES.Latest", args[i:i+1])
+	}
+	body := callsJSON(b, "ES.Latest", args)
+	br.post(b, body)
+	var batch, single, batchCPU, singleCPU time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0, c0 := time.Now(), cpuTime()
+		br.post(b, body)
+		batch += time.Since(t0)
+		batchCPU += cpuTime() - c0
+		t0, c0 = time.Now(), cpuTime()
+		for _, s := range singles {
+			br.post(b, s)
+		}
+		single += time.Since(t0)
+		singleCPU += cpuTime() - c0
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(batch.Microseconds())/1000/n, "batch-ms")
+	b.ReportMetric(float64(single.Microseconds())/1000/n, "single-ms")
+	b.ReportMetric(float64(single)/float64(batch), "speedup-x")
+	if batchCPU > 0 {
+		b.ReportMetric(float64(singleCPU)/float64(batchCPU), "cpu-speedup-x")
+	}
+}
+
+// BenchmarkLiveDelivery: an update applied to the store (Store.Apply,
+// durable) until the ES.Live message for it arrives on /v1/live. "feed" is
+// the store's change feed (what es companion wires); "poll" the polling
+// fallback. Target p99 <= 20 ms.
+func BenchmarkLiveDelivery(b *testing.B) {
+	for _, mode := range []string{"feed", "poll"} {
+		b.Run(mode, func(b *testing.B) {
+			home := synthHome(b)
+			br := startBridgeWith(b, home, func(o *Options, st *localcache.Store) {
+				o.Now = nil
+				if mode == "feed" {
+					o.Changes = wiring.Changes{Store: st}
+				}
+			})
+			c := dialLive(b, br)
+			subs := synthData.daily[:100]
+			c.WriteJSON(map[string]any{"subscribe": subs})
+			for range subs {
+				if _, ok := readLive(b, c, 10*time.Second); !ok {
+					b.Fatal("no initial values")
+				}
+			}
+			last := map[string]int64{}
+			for _, id := range subs {
+				in, _ := wiring.Source{Store: br.store}.Info(id)
+				last[id] = in.Last
+			}
+			rng := rand.New(rand.NewPCG(9, 10))
+			lat := make([]time.Duration, 0, b.N)
+			var applyTotal time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				id := subs[rng.IntN(len(subs))]
+				last[id] += 86400
+				v := float64(i) + 0.5
+				t0 := time.Now()
+				br.apply(b, "eia", id, last[id], v)
+				applyTotal += time.Since(t0)
+				for {
+					m, ok := readLive(b, c, 5*time.Second)
+					if !ok {
+						b.Fatalf("update %d of %s not delivered", i, id)
+					}
+					if m.Series == id && m.Value != nil && *m.Value == v {
+						break
+					}
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(applyTotal.Microseconds())/1000/float64(b.N), "apply-ms")
+		})
+	}
+}
+
+// BenchmarkCalcInProcess is the server's own work on the two batches
+// (decode, evaluate, encode), without HTTP and TLS.
+func BenchmarkCalcInProcess(b *testing.B) {
+	br := startBridge(b, synthHome(b), func(o *Options) { o.Now = nil })
+	rng := rand.New(rand.NewPCG(11, 12))
+	latest := make([][]any, 10_000)
+	for i := range latest {
+		latest[i] = []any{synthData.ids[rng.IntN(len(synthData.ids))]}
+	}
+	get := make([][]any, 1000)
+	for i := range get {
+		get[i] = yearOf(b, br, synthData.daily[rng.IntN(len(synthData.daily))])
+	}
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"latest10k", callsJSON(b, "ES.Latest", latest)}, {"get1k", callsJSON(b, "ES.Get", get)}} {
+		b.Run(c.name, func(b *testing.B) {
+			var out bytes.Buffer
+			c0 := cpuTime()
+			for range b.N {
+				calls, err := decodeCalc(c.body, DefaultMaxCalls)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res := evaluate(b.Context(), br.Engine(), calls, DefaultMaxBatchCells)
+				out.Reset()
+				writeResults(&out, res)
+			}
+			b.SetBytes(int64(out.Len()))
+			reportBatch(b, c0)
+		})
+	}
+}
