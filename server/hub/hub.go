@@ -139,6 +139,7 @@ type out struct {
 type conn struct {
 	h      *Hub
 	ws     *websocket.Conn
+	remote string
 	client string
 	send   chan out // control + deltas; never blocks the publisher
 	bulk   chan out // snapshot chunks; blocks the fetcher
@@ -158,12 +159,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Upgrade wrote the HTTP error
 	}
 	c := &conn{
-		h:    h,
-		ws:   ws,
-		send: make(chan out, h.opts.SendQueue),
-		bulk: make(chan out, 2),
-		quit: make(chan struct{}),
-		subs: map[string]uint64{},
+		h:      h,
+		ws:     ws,
+		remote: r.RemoteAddr,
+		send:   make(chan out, h.opts.SendQueue),
+		bulk:   make(chan out, 2),
+		quit:   make(chan struct{}),
+		subs:   map[string]uint64{},
 	}
 	ws.SetReadLimit(protocol.MaxControl)
 	h.mu.Lock()
@@ -173,10 +175,19 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go c.writeLoop()
 	c.readLoop()
 	c.close("client went away")
+	reason, _ := c.reason.Load().(string)
+	h.opts.Logger.Info("connection closed", "client", c.client, "remote", c.remote, "reason", reason)
 	h.mu.Lock()
 	delete(h.conns, c)
 	h.mu.Unlock()
 	h.connsN.Add(-1)
+}
+
+// refuse ends a connection that broke the protocol, logging why (the
+// close frame carries the reason too).
+func (c *conn) refuse(reason string) {
+	c.h.opts.Logger.Warn("refusing connection", "client", c.client, "remote", c.remote, "reason", reason)
+	c.close(reason)
 }
 
 // close ends the connection once, recording why.
@@ -273,36 +284,45 @@ func (c *conn) readLoop() {
 	helloSeen := false
 	for {
 		kind, b, err := c.ws.ReadMessage()
+		if errors.Is(err, websocket.ErrReadLimit) {
+			c.refuse(fmt.Sprintf("frame exceeds the read limit of %d bytes", protocol.MaxControl))
+			return
+		}
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			c.close(fmt.Sprintf("client closed the connection: %d %s", ce.Code, ce.Text))
+			return
+		}
 		if err != nil {
+			c.close("read: " + err.Error())
 			return
 		}
 		read()
 		if kind != websocket.TextMessage {
-			c.close("unexpected binary frame from client")
+			c.refuse("unexpected binary frame from client")
 			return
 		}
 		m, err := protocol.DecodeMessage(b)
 		if err != nil {
-			c.h.opts.Logger.Warn("refusing malformed message", "client", c.client, "err", err)
 			c.sendMsg(&protocol.Message{Type: protocol.TError, Reason: err.Error()})
-			c.close(err.Error())
+			c.refuse(err.Error())
 			return
 		}
 		if !helloSeen && m.Type != protocol.THello {
-			c.close("first message must be hello")
+			c.refuse("first message must be hello")
 			return
 		}
 		switch m.Type {
 		case protocol.THello:
 			if helloSeen {
-				c.close("second hello")
+				c.refuse("second hello")
 				return
 			}
 			helloSeen = true
 			if m.Proto[1] < protocol.VersionMin || m.Proto[0] > protocol.VersionMax {
 				reason := fmt.Sprintf("no common protocol version: client speaks %d..%d, server %d..%d", m.Proto[0], m.Proto[1], protocol.VersionMin, protocol.VersionMax)
 				c.sendMsg(&protocol.Message{Type: protocol.TError, Reason: reason})
-				c.close(reason)
+				c.refuse(reason)
 				return
 			}
 			c.client = m.Client
@@ -323,7 +343,7 @@ func (c *conn) readLoop() {
 		case protocol.TPing:
 			c.sendMsg(&protocol.Message{Type: protocol.THeartbeat, Heads: c.h.src.Heads()})
 		default:
-			c.close("unexpected message " + m.Type)
+			c.refuse("unexpected message " + m.Type)
 			return
 		}
 	}
