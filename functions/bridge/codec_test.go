@@ -402,3 +402,23 @@ func TestAppendFloat(t *testing.T) {
 		check(f)
 	}
 }
+
+// BenchmarkDecodeCalc: the request of the 10,000-call ES.Latest batch.
+func BenchmarkDecodeCalc(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"calls":[`)
+	for i := range 10_000 {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`{"fn":"ES.Latest","args":["PET.EMM_EPM0_PTE_NUS_DPG.W.` + strings.Repeat("x", i%7) + `"]}`)
+	}
+	buf.WriteString(`]}`)
+	body := buf.Bytes()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := decodeCalc(body, DefaultMaxCalls); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -56,10 +56,15 @@ func decodeCalc(b []byte, maxCalls int) ([]call, error) {
 	}
 	var calls []call
 	seen := false
-	err := d.object(0, func(key []byte) error {
+	more, err := d.begin(0, '}')
+	for ; more && err == nil; more, err = d.next('}', err) {
+		var key []byte
+		if key, err = d.key(); err != nil {
+			break
+		}
 		if string(key) != "calls" {
-			_, err := d.value(1)
-			return err
+			_, err = d.value(1)
+			continue
 		}
 		seen = true
 		if calls == nil {
@@ -69,21 +74,25 @@ func decodeCalc(b []byte, maxCalls int) ([]call, error) {
 		}
 		calls = calls[:0]
 		if d.peek() == 'n' {
-			return d.literal("null")
+			err = d.literal("null")
+			continue
 		}
 		if d.peek() != '[' {
-			return d.syntax("\"calls\": want an array")
+			err = d.syntax("\"calls\": want an array")
+			break
 		}
-		return d.array(1, func() error {
+		var elem bool
+		elem, err = d.begin(1, ']')
+		for ; elem && err == nil; elem, err = d.next(']', err) {
 			if len(calls) == maxCalls {
-				return &RequestError{Status: http.StatusRequestEntityTooLarge,
+				return nil, &RequestError{Status: http.StatusRequestEntityTooLarge,
 					Msg: fmt.Sprintf("too many calls in one request: at most %d; split the batch", maxCalls)}
 			}
-			c, err := d.call(2)
+			var c call
+			c, err = d.call(2)
 			calls = append(calls, c)
-			return err
-		})
-	})
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -97,9 +106,13 @@ func decodeCalc(b []byte, maxCalls int) ([]call, error) {
 	return calls, nil
 }
 
+// decoder reads JSON from b. Iteration over objects and arrays is written
+// as loops over begin/next rather than callbacks, so that reading a call
+// allocates only what the call keeps.
 type decoder struct {
-	b []byte
-	i int
+	b       []byte
+	i       int
+	scratch []byte // strings with escapes are decoded here
 }
 
 func (d *decoder) syntax(msg string) error {
@@ -124,6 +137,64 @@ func (d *decoder) peek() byte {
 	return 0
 }
 
+// begin consumes the '{' or '[' under the cursor; more is false for an
+// empty object or array (its closing byte consumed too). Otherwise the
+// cursor is on the first key or element.
+func (d *decoder) begin(depth int, closing byte) (more bool, err error) {
+	if depth >= maxDepth {
+		return false, d.syntax("nested too deeply")
+	}
+	d.i++
+	d.ws()
+	if d.peek() == closing {
+		d.i++
+		return false, nil
+	}
+	return true, nil
+}
+
+// next follows a value inside an object or array: ',' (more, the cursor on
+// the next key or element) or the closing byte. It passes an error from
+// reading the value through, so loops can call it unconditionally.
+func (d *decoder) next(closing byte, prev error) (more bool, err error) {
+	if prev != nil {
+		return false, prev
+	}
+	d.ws()
+	switch d.peek() {
+	case ',':
+		d.i++
+		d.ws()
+		return true, nil
+	case closing:
+		d.i++
+		return false, nil
+	}
+	if closing == '}' {
+		return false, d.syntax("want ',' or '}'")
+	}
+	return false, d.syntax("want ',' or ']'")
+}
+
+// key reads `"key":` and leaves the cursor on the value. The bytes are
+// valid until the next string is read.
+func (d *decoder) key() ([]byte, error) {
+	if d.peek() != '"' {
+		return nil, d.syntax("want a string key")
+	}
+	k, err := d.str()
+	if err != nil {
+		return nil, err
+	}
+	d.ws()
+	if d.peek() != ':' {
+		return nil, d.syntax("want ':'")
+	}
+	d.i++
+	d.ws()
+	return k, nil
+}
+
 // call reads one element of "calls".
 func (d *decoder) call(depth int) (call, error) {
 	var c call
@@ -135,19 +206,27 @@ func (d *decoder) call(depth int) (call, error) {
 		c.err = &functions.CellError{Code: functions.CodeValue, Message: "bad call: want {\"fn\":..., \"args\":[...]}"}
 		return c, nil
 	}
-	err := d.object(depth, func(key []byte) error {
+	more, err := d.begin(depth, '}')
+	for ; more && err == nil; more, err = d.next('}', err) {
+		var key []byte
+		if key, err = d.key(); err != nil {
+			break
+		}
 		switch string(key) {
 		case "fn":
-			v, err := d.value(depth + 1)
-			if err != nil {
-				return err
+			c.fn = ""
+			if d.peek() == '"' {
+				var s []byte
+				if s, err = d.str(); err == nil {
+					c.fn = internFn(s)
+				}
+			} else {
+				_, err = d.value(depth + 1) // not a string: the engine answers #VALUE!
 			}
-			s, _ := v.(string)
-			c.fn = internFn(s)
 		case "args":
-			v, err := d.value(depth + 1)
-			if err != nil {
-				return err
+			var v any
+			if v, err = d.value(depth + 1); err != nil {
+				break
 			}
 			switch a := v.(type) {
 			case []any:
@@ -159,11 +238,9 @@ func (d *decoder) call(depth int) (call, error) {
 				c.err = &functions.CellError{Code: functions.CodeValue, Message: "bad call: \"args\" must be an array"}
 			}
 		default:
-			_, err := d.value(depth + 1)
-			return err
+			_, err = d.value(depth + 1)
 		}
-		return nil
-	})
+	}
 	return c, err
 }
 
@@ -189,111 +266,43 @@ func upper(s string) string {
 	return string(b)
 }
 
-func internFn(s string) string {
-	if k, ok := knownFns[s]; ok {
+func internFn(b []byte) string {
+	if k, ok := knownFns[string(b)]; ok {
 		return k
 	}
-	return s
-}
-
-// object reads {"key": value, ...}, calling field with the cursor on each
-// value; field must consume it.
-func (d *decoder) object(depth int, field func(key []byte) error) error {
-	if depth >= maxDepth {
-		return d.syntax("nested too deeply")
-	}
-	d.i++ // '{'
-	d.ws()
-	if d.peek() == '}' {
-		d.i++
-		return nil
-	}
-	var scratch []byte
-	for {
-		d.ws()
-		if d.peek() != '"' {
-			return d.syntax("want a string key")
-		}
-		key, err := d.stringBytes(scratch[:0])
-		if err != nil {
-			return err
-		}
-		scratch = key
-		d.ws()
-		if d.peek() != ':' {
-			return d.syntax("want ':'")
-		}
-		d.i++
-		d.ws()
-		if err := field(key); err != nil {
-			return err
-		}
-		d.ws()
-		switch d.peek() {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return nil
-		default:
-			return d.syntax("want ',' or '}'")
-		}
-	}
-}
-
-// array reads [v, ...], calling elem with the cursor on each element; elem
-// must consume it.
-func (d *decoder) array(depth int, elem func() error) error {
-	if depth >= maxDepth {
-		return d.syntax("nested too deeply")
-	}
-	d.i++ // '['
-	d.ws()
-	if d.peek() == ']' {
-		d.i++
-		return nil
-	}
-	for {
-		d.ws()
-		if err := elem(); err != nil {
-			return err
-		}
-		d.ws()
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return nil
-		default:
-			return d.syntax("want ',' or ']'")
-		}
-	}
+	return string(b)
 }
 
 // value reads any JSON value as encoding/json decodes it into `any`.
 func (d *decoder) value(depth int) (any, error) {
 	switch c := d.peek(); {
 	case c == '"':
-		s, err := d.stringBytes(nil)
+		s, err := d.str()
 		return string(s), err
 	case c == '-' || ('0' <= c && c <= '9'):
 		return d.number()
 	case c == '[':
 		out := make([]any, 0, 4)
-		err := d.array(depth, func() error {
-			v, err := d.value(depth + 1)
+		more, err := d.begin(depth, ']')
+		for ; more && err == nil; more, err = d.next(']', err) {
+			var v any
+			v, err = d.value(depth + 1)
 			out = append(out, v)
-			return err
-		})
+		}
 		return out, err
 	case c == '{':
 		out := map[string]any{}
-		err := d.object(depth, func(key []byte) error {
-			v, err := d.value(depth + 1)
-			out[string(key)] = v
-			return err
-		})
+		more, err := d.begin(depth, '}')
+		for ; more && err == nil; more, err = d.next('}', err) {
+			var key []byte
+			if key, err = d.key(); err != nil {
+				break
+			}
+			k := string(key)
+			var v any
+			v, err = d.value(depth + 1)
+			out[k] = v
+		}
 		return out, err
 	case c == 't':
 		return true, d.literal("true")
@@ -398,9 +407,11 @@ func clipBytes(b []byte) string {
 	return string(b)
 }
 
-// stringBytes reads a JSON string and appends its decoded bytes to dst.
-// Invalid UTF-8 and lone surrogates become U+FFFD, as in encoding/json.
-func (d *decoder) stringBytes(dst []byte) ([]byte, error) {
+// str reads a JSON string and returns its decoded bytes: a slice of the
+// input when the string is plain ASCII, else of d.scratch; either is valid
+// until the next string is read. Invalid UTF-8 and lone surrogates become
+// U+FFFD, as in encoding/json.
+func (d *decoder) str() ([]byte, error) {
 	d.i++ // '"'
 	b := d.b
 	// Fast path: plain ASCII up to the closing quote.
@@ -410,14 +421,15 @@ func (d *decoder) stringBytes(dst []byte) ([]byte, error) {
 		c := b[i]
 		if c == '"' {
 			d.i = i + 1
-			return append(dst, b[start:i]...), nil
+			return b[start:i:i], nil
 		}
 		if c == '\\' || c < 0x20 || c >= 0x80 {
 			break
 		}
 		i++
 	}
-	dst = append(dst, b[start:i]...)
+	dst := append(d.scratch[:0], b[start:i]...)
+	defer func() { d.scratch = dst[:0] }()
 	for i < len(b) {
 		c := b[i]
 		switch {
