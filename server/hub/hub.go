@@ -149,6 +149,9 @@ type conn struct {
 
 	mu   sync.Mutex        // guards subs
 	subs map[string]uint64 // dataset -> highest seq queued to this client
+
+	fmu     sync.Mutex               // guards fetches
+	fetches map[string]chan struct{} // dataset/sha256 -> stop of the stream in progress
 }
 
 // ServeHTTP upgrades an authenticated request and runs the connection
@@ -166,6 +169,8 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		bulk:   make(chan out, 2),
 		quit:   make(chan struct{}),
 		subs:   map[string]uint64{},
+
+		fetches: map[string]chan struct{}{},
 	}
 	ws.SetReadLimit(protocol.MaxControl)
 	h.mu.Lock()
@@ -335,7 +340,7 @@ func (c *conn) readLoop() {
 				c.h.subscribe(c, s)
 			}
 		case protocol.TFetch:
-			go c.fetch(m)
+			c.startFetch(m)
 		case protocol.TAck:
 			if c.h.opts.OnAck != nil {
 				c.h.opts.OnAck(c.client, m.Dataset, m.Seq)
@@ -502,9 +507,32 @@ func (h *Hub) Close() {
 	}
 }
 
+// startFetch streams a file in the background. A fetch of a file that is
+// already streaming to this client (it re-asks from a chunk that failed
+// its hash) stops the earlier stream, which would otherwise send the rest
+// of the file a second time.
+func (c *conn) startFetch(m *protocol.Message) {
+	key := m.Dataset + "/" + m.SHA256
+	stop := make(chan struct{})
+	c.fmu.Lock()
+	if old := c.fetches[key]; old != nil {
+		close(old)
+	}
+	c.fetches[key] = stop
+	c.fmu.Unlock()
+	go func() {
+		c.fetch(m, stop)
+		c.fmu.Lock()
+		if c.fetches[key] == stop {
+			delete(c.fetches, key)
+		}
+		c.fmu.Unlock()
+	}()
+}
+
 // fetch streams a snapshot file from an offset as chunk frames, then a
-// file_end message.
-func (c *conn) fetch(m *protocol.Message) {
+// file_end message, until stop closes.
+func (c *conn) fetch(m *protocol.Message, stop <-chan struct{}) {
 	f, err := c.h.src.OpenFile(m.Dataset, m.SHA256)
 	if err != nil {
 		c.sendMsg(&protocol.Message{Type: protocol.TError, Dataset: m.Dataset, File: m.File, SHA256: m.SHA256, Reason: "fetch: " + err.Error()})
@@ -525,6 +553,8 @@ func (c *conn) fetch(m *protocol.Message) {
 			case c.bulk <- out{kind: websocket.BinaryMessage, data: frame}:
 			case <-c.quit:
 				return
+			case <-stop:
+				return
 			}
 			off += int64(n)
 		}
@@ -541,5 +571,6 @@ func (c *conn) fetch(m *protocol.Message) {
 	select {
 	case c.bulk <- out{kind: websocket.TextMessage, data: end}:
 	case <-c.quit:
+	case <-stop:
 	}
 }
