@@ -432,6 +432,10 @@ func (s *session) run() (bool, error) {
 		}
 		switch m.Type {
 		case protocol.TWelcome:
+			if m.Version < protocol.VersionMin || m.Version > protocol.VersionMax {
+				e.log.Warn("refusing welcome: protocol version not spoken here", "version", m.Version, "min", protocol.VersionMin, "max", protocol.VersionMax)
+				return s.live, fmt.Errorf("server chose protocol version %d; this client speaks %d..%d", m.Version, protocol.VersionMin, protocol.VersionMax)
+			}
 			s.onHeads(m.Heads)
 			e.update(func(p *Progress, _ func(string) *DatasetProgress) { p.Online = true; p.LastError = "" })
 			// Datasets the server has that we want but did not hold.
