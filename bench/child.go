@@ -109,19 +109,24 @@ func runChild(a childArgs) error {
 // the same process.
 func childOpen(a childArgs) (map[string]any, error) {
 	base := procStatus()
+	var ru0, ru1 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	t0 := time.Now()
 	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true})
 	open := time.Since(t0)
 	if err != nil {
 		return nil, err
 	}
+	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 	ps := procStatus()
 	out := map[string]any{
-		"open_ms":          ms(open),
-		"rss_baseline_mb":  base["VmRSS"],
-		"rss_open_mb":      ps["VmRSS"],
-		"rss_open_anon_mb": ps["RssAnon"],
-		"rss_open_file_mb": ps["RssFile"],
+		"open_ms":           ms(open),
+		"rss_baseline_mb":   base["VmRSS"],
+		"rss_open_mb":       ps["VmRSS"],
+		"rss_open_anon_mb":  ps["RssAnon"],
+		"rss_open_file_mb":  ps["RssFile"],
+		"open_minor_faults": ru1.Minflt - ru0.Minflt,
+		"open_major_faults": ru1.Majflt - ru0.Majflt,
 	}
 	if a.id != "" {
 		t1 := time.Now()
