@@ -1,0 +1,438 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xuri/excelize/v2"
+
+	"github.com/energyscope/energyscope/app"
+	"github.com/energyscope/energyscope/internal/companion"
+	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/localcache"
+)
+
+func TestStatus(t *testing.T) {
+	a := newTestApp(t)
+	s := a.Status()
+	if s.Error != "" || s.Home != a.home || s.Server != "" || s.Online {
+		t.Fatalf("status %+v", s)
+	}
+	var names []string
+	for _, d := range s.Datasets {
+		names = append(names, d.Name)
+		if d.DiskBytes <= 0 || d.SnapshotID == "" || d.State != "offline" || d.CreatedMS != companiontest.Created.UnixMilli() {
+			t.Errorf("dataset %+v", d)
+		}
+	}
+	if !slices.Equal(names, []string{"iowa", "seattle", "stocks"}) {
+		t.Fatalf("datasets %v", names)
+	}
+	if st := s.Datasets[2]; st.Series != 5 || st.Rows != 560 {
+		t.Fatalf("stocks %+v", st)
+	}
+	if !s.Bridge.Running || !strings.HasPrefix(s.Bridge.URL, "https://127.0.0.1:") {
+		t.Fatalf("bridge %+v", s.Bridge)
+	}
+	// Offline: the sync view says so and lists the local datasets.
+	sy := a.SyncProgress()
+	if sy.Configured || len(sy.Datasets) != 3 || !sy.Datasets[0].Local || sy.Error != "" {
+		t.Fatalf("sync %+v", sy)
+	}
+	// Pause and Resume without a server are harmless.
+	if p := a.Pause(); p.Error != "" || p.Paused {
+		t.Fatalf("pause offline %+v", p)
+	}
+	a.Resume()
+	h := a.Hello()
+	if h.Home != a.home || h.Error != "" {
+		t.Fatalf("hello %+v", h)
+	}
+}
+
+func TestSearch(t *testing.T) {
+	a := newTestApp(t)
+	r := a.Search("msft")
+	if r.Error != "" || len(r.Hits) == 0 {
+		t.Fatalf("search %+v", r)
+	}
+	if h := r.Hits[0]; h.ID != "MSFT" || h.Dataset != "stocks" || h.Unit != "USD" || h.Frequency != "M" {
+		t.Fatalf("first hit %+v", h)
+	}
+	r = a.Search("SEA.")
+	if len(r.Hits) != 3 {
+		t.Fatalf("SEA. hits %+v", r.Hits)
+	}
+	for _, h := range r.Hits {
+		if h.Dataset != "seattle" || h.Frequency != "H" {
+			t.Errorf("hit %+v", h)
+		}
+	}
+	if r := a.Search("  "); len(r.Hits) != 0 || r.Error != "" {
+		t.Fatalf("blank query %+v", r)
+	}
+	if r := a.Search("no such series anywhere"); len(r.Hits) != 0 || r.Error != "" {
+		t.Fatalf("no match %+v", r)
+	}
+	// Hits serialize with an empty list, never null (the frontend maps them).
+	b, _ := json.Marshal(a.Search("zzz"))
+	if !strings.Contains(string(b), `"hits":[]`) {
+		t.Fatalf("json %s", b)
+	}
+}
+
+func TestInfo(t *testing.T) {
+	a := newTestApp(t)
+	in := a.Info("MSFT")
+	if in.Error != "" || in.Dataset != "stocks" || in.Unit != "USD" || in.Frequency != "M" || in.FreqName != "monthly" || in.Count != 123 {
+		t.Fatalf("info %+v", in)
+	}
+	if time.Unix(in.First, 0).UTC().Format("2006-01") != "2000-01" || time.Unix(in.Last, 0).UTC().Format("2006-01") != "2010-03" || float64(in.Latest) != 28.8 {
+		t.Fatalf("bounds %+v", in)
+	}
+	if in.Formula != `=ES.Get("MSFT")` {
+		t.Fatalf("formula %q", in.Formula)
+	}
+	if in := a.Info("stocks:IBM"); in.Error != "" || in.ID != "IBM" {
+		t.Fatalf("dataset:id %+v", in)
+	}
+	bad := a.Info("NOPE")
+	if bad.Error != `No series "NOPE" in the local data.` {
+		t.Fatalf("unknown %q", bad.Error)
+	}
+	if b, err := json.Marshal(bad); err != nil || !strings.Contains(string(b), `"latest":null`) {
+		t.Fatalf("NaN in JSON: %s %v", b, err)
+	}
+}
+
+func TestSeries(t *testing.T) {
+	a := newTestApp(t)
+	prices := stockPrices(t)["MSFT"]
+	s := a.Series("MSFT", "", "", "", "")
+	if s.Error != "" || len(s.Times) != len(prices) || len(s.Values) != len(s.Times) || s.Frequency != "M" || s.Unit != "USD" {
+		t.Fatalf("series: %d points, %+v", len(s.Times), s.Error)
+	}
+	for i, tm := range s.Times {
+		k := time.Unix(tm, 0).UTC().Format("2006-01")
+		if prices[k] != s.Values[i] {
+			t.Fatalf("%s: %v, csv %v", k, s.Values[i], prices[k])
+		}
+	}
+	// A year of it.
+	s = a.Series("MSFT", "2005", "2005", "", "")
+	if len(s.Times) != 12 || s.Values[0] != prices["2005-01"] {
+		t.Fatalf("2005: %+v", s)
+	}
+	// Annual averages, as ES.Get computes them.
+	s = a.Series("MSFT", "2001", "2003", "A", "avg")
+	if s.Error != "" || len(s.Times) != 3 || s.Frequency != "A" || s.Agg != "avg" {
+		t.Fatalf("annual: %+v", s)
+	}
+	for i, y := range []int{2001, 2002, 2003} {
+		sum := 0.0
+		for m := 1; m <= 12; m++ {
+			sum += prices[fmt.Sprintf("%d-%02d", y, m)]
+		}
+		if math.Abs(s.Values[i]-sum/12) > 1e-9 {
+			t.Fatalf("%d avg %v, want %v", y, s.Values[i], sum/12)
+		}
+	}
+	// Hourly data re-sampled to days.
+	s = a.Series("SEA.temperature", "2010-01-01", "2010-01-31", "D", "max")
+	if s.Error != "" || len(s.Times) != 31 {
+		t.Fatalf("seattle daily max: %d %q", len(s.Times), s.Error)
+	}
+	// A range without data is a note, not an error.
+	if s := a.Series("MSFT", "1990", "1991", "", ""); s.Error != "" || s.Note == "" || len(s.Times) != 0 {
+		t.Fatalf("empty range %+v", s)
+	}
+	for _, tc := range []struct{ id, from, to, per, agg, want string }{
+		{"NOPE", "", "", "", "", `No series "NOPE" in the local data.`},
+		{"MSFT", "yesterday-ish", "", "", "", `From: cannot read date "yesterday-ish"`},
+		{"MSFT", "2006", "2005", "", "", "the start 2006 is after the end 2005"},
+		{"MSFT", "", "", "X", "", "option per=X: want D, W, M, Q or A"},
+		{"MSFT", "", "", "M", "median", "option agg=median: want last, first, avg, sum, min or max"},
+		{"", "", "", "", "", "Choose a series first."},
+	} {
+		s := a.Series(tc.id, tc.from, tc.to, tc.per, tc.agg)
+		if !strings.Contains(strings.ToLower(s.Error), strings.ToLower(tc.want)) {
+			t.Errorf("Series(%q,%q,%q,%q,%q) error %q, want %q", tc.id, tc.from, tc.to, tc.per, tc.agg, s.Error, tc.want)
+		}
+	}
+}
+
+func TestFormula(t *testing.T) {
+	a := newTestApp(t)
+	for _, tc := range []struct {
+		from, to string
+		o        app.GetOptions
+		want     string
+		rows     int
+	}{
+		{"", "", app.GetOptions{}, `=ES.Get("MSFT")`, 123},
+		{"2005-01", "2008-12", app.GetOptions{Per: "Q", Agg: "avg"}, `=ES.Get("MSFT","2005-01","2008-12","per=Q","agg=avg")`, 16},
+		{"", "2000-06", app.GetOptions{}, `=ES.Get("MSFT",,"2000-06")`, 6},
+		{"2009", "", app.GetOptions{Per: "A", Agg: "last"}, `=ES.Get("MSFT","2009","per=A")`, 2},
+		{"2009", "", app.GetOptions{Desc: true, Headers: true, Last: 3}, `=ES.Get("MSFT","2009","order=desc","headers=y","last=3")`, 4},
+	} {
+		f := a.Formula("MSFT", tc.from, tc.to, tc.o)
+		if f.Error != "" || f.Text != tc.want || f.Rows != tc.rows || f.Cols != 2 {
+			t.Errorf("Formula(%q,%q,%+v) = %+v, want %s with %d rows", tc.from, tc.to, tc.o, f, tc.want, tc.rows)
+		}
+	}
+	// The chart's points and the formula's cells are the same numbers.
+	s := a.Series("MSFT", "2005-01", "2008-12", "Q", "avg")
+	if len(s.Values) != 16 {
+		t.Fatalf("series %d", len(s.Values))
+	}
+	for _, bad := range []struct{ id, from string }{{"", ""}, {"A,B", ""}, {"MSFT", "garbage"}} {
+		if f := a.Formula(bad.id, bad.from, "", app.GetOptions{}); f.Error == "" || f.Text != "" {
+			t.Errorf("Formula(%q,%q) = %+v", bad.id, bad.from, f)
+		}
+	}
+	if f := a.Formula("NOPE", "", "", app.GetOptions{}); f.Text == "" || !strings.Contains(f.Error, "not found") {
+		t.Errorf("unknown id: %+v", f)
+	}
+}
+
+func TestExport(t *testing.T) {
+	a := newTestApp(t)
+	out := filepath.Join(t.TempDir(), "stocks.xlsx")
+	r := a.Export(app.ExportRequest{Series: []string{"MSFT", "IBM"}, From: "2005", To: "2006", Path: out})
+	if r.Error != "" || r.Series != 2 || r.Rows != 24 || r.Cells != 48 || r.Path != out || r.Bytes <= 0 {
+		t.Fatalf("export %+v", r)
+	}
+	ev := a.rt.named(app.EventExport)
+	if len(ev) == 0 {
+		t.Fatal("no progress events")
+	}
+	last := ev[len(ev)-1].Data[0].(app.ExportProgress)
+	if last.Done != last.Total || last.Total == 0 {
+		t.Fatalf("last progress %+v", last)
+	}
+	f, err := excelize.OpenFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sheets := f.GetSheetList()
+	rows, err := f.GetRows(sheets[0])
+	if err != nil || len(rows) != 25 || rows[0][1] != "MSFT" || rows[0][2] != "IBM" {
+		t.Fatalf("sheet %s: %v rows %v", sheets[0], err, rows[:min(2, len(rows))])
+	}
+	want := stockPrices(t)["MSFT"]["2005-01"]
+	if rows[1][1] != fmt.Sprint(want) {
+		t.Fatalf("first MSFT value %q, want %v", rows[1][1], want)
+	}
+
+	// Live formulas.
+	out2 := filepath.Join(t.TempDir(), "live.xlsx")
+	if r := a.Export(app.ExportRequest{Series: []string{"MSFT"}, Per: "A", Agg: "avg", Formulas: true, Path: out2}); r.Error != "" || r.Rows != 11 {
+		t.Fatalf("formulas %+v", r)
+	}
+
+	for _, tc := range []struct {
+		req  app.ExportRequest
+		want string
+	}{
+		{app.ExportRequest{Series: []string{"MSFT"}}, "Choose where to save"},
+		{app.ExportRequest{Series: []string{"MSFT"}, Path: "rel.xlsx"}, "not a full path"},
+		{app.ExportRequest{Path: out}, "No series given."},
+		{app.ExportRequest{Series: []string{"NOPE"}, Path: out}, "NOPE"},
+		{app.ExportRequest{Series: []string{"MSFT"}, Path: filepath.Join(t.TempDir(), "x.csv")}, "must end in .xlsx"},
+	} {
+		if r := a.Export(tc.req); !strings.Contains(r.Error, tc.want) {
+			t.Errorf("Export(%+v) error %q, want %q", tc.req, r.Error, tc.want)
+		}
+	}
+	// The file from before is intact after the failed exports.
+	if _, err := excelize.OpenFile(out); err != nil {
+		t.Fatal(err)
+	}
+
+	a.rt.savePath = filepath.Join(t.TempDir(), "chosen")
+	if p := a.ChooseExportFile("/tmp/x.xlsx"); p.Path != a.rt.savePath+".xlsx" {
+		t.Fatalf("chosen %+v", p)
+	}
+	if p := a.ExportSuggestion([]string{"SEA.temperature"}); !strings.HasSuffix(p.Path, "SEA.temperature.xlsx") {
+		t.Fatalf("suggestion %+v", p)
+	}
+}
+
+func TestExcelInfo(t *testing.T) {
+	a := newTestApp(t)
+	e := a.ExcelInfo()
+	if !e.Running || e.Error != "" || e.Port == 0 || !strings.HasSuffix(e.ManifestURL, "/addin/manifest.xml") || len(e.Steps) < 3 {
+		t.Fatalf("excel %+v", e)
+	}
+	b, err := os.ReadFile(e.ManifestPath)
+	if err != nil || !strings.Contains(string(b), fmt.Sprintf("https://127.0.0.1:%d/", e.Port)) {
+		t.Fatalf("manifest on disk: %v %.200s", err, b)
+	}
+	if !exists(e.CAPath) || len(e.CASHA256) != 95 || e.CATrusted {
+		// The test machine does not trust a CA made a moment ago.
+		t.Fatalf("CA %+v", e)
+	}
+	if !strings.Contains(e.TrustCommand, e.CAPath) {
+		t.Fatalf("trust command %q", e.TrustCommand)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	a := newTestApp(t)
+	s := a.GetSettings()
+	if s.Error != "" || s.File != a.settings || !s.HomeFixed || s.ActiveHome != a.home || s.DefaultPort != 17825 {
+		t.Fatalf("settings %+v", s)
+	}
+	bad := s
+	bad.Server = "not a url"
+	if r := a.SaveSettings(bad); !strings.Contains(r.Error, "want a URL") || exists(a.settings) {
+		t.Fatalf("bad server: %+v", r)
+	}
+	// A server nobody listens on: saved, the sync runs and reports
+	// offline in words, the local data keeps serving.
+	s.Server, s.Token, s.Datasets = "http://127.0.0.1:1", "tok", []string{"stocks", " ", "stocks"}
+	r := a.SaveSettings(s)
+	if r.Error != "" || !strings.Contains(r.Message, "sync restarted") || !slices.Equal(r.Datasets, []string{"stocks"}) {
+		t.Fatalf("save %+v", r)
+	}
+	saved, err := companion.LoadSettings(a.settings)
+	if err != nil || saved.Server != "http://127.0.0.1:1" || saved.Token != "tok" {
+		t.Fatalf("saved %+v %v", saved, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sy := a.SyncProgress()
+		if sy.Configured && sy.LastError != "" {
+			if !strings.Contains(sy.LastError, "Cannot reach the server") {
+				t.Fatalf("sync error words %q", sy.LastError)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sync error reported: %+v", sy)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := a.Status(); st.Server != "http://127.0.0.1:1" || st.Online || len(st.Datasets) != 3 {
+		t.Fatalf("status while offline %+v", st)
+	}
+	if p := a.Pause(); !p.Paused {
+		t.Fatalf("pause %+v", p)
+	}
+	if p := a.Resume(); p.Paused {
+		t.Fatalf("resume %+v", p)
+	}
+	sy := a.SetDatasets([]string{"iowa", "stocks"})
+	if sy.Error != "" || !slices.Equal(sy.Subscribed, []string{"iowa", "stocks"}) {
+		t.Fatalf("set datasets %+v", sy)
+	}
+	if saved, _ := companion.LoadSettings(a.settings); !slices.Equal(saved.Datasets, []string{"iowa", "stocks"}) {
+		t.Fatalf("datasets not saved: %+v", saved)
+	}
+	if sy := a.SetDatasets([]string{"../etc"}); !strings.Contains(sy.Error, "invalid dataset name") {
+		t.Fatalf("bad dataset %+v", sy)
+	}
+	// Offline again.
+	s = a.GetSettings()
+	s.Server, s.Token = "", ""
+	if r := a.SaveSettings(s); r.Error != "" || !strings.Contains(r.Message, "offline") {
+		t.Fatalf("offline %+v", r)
+	}
+	if sy := a.SyncProgress(); sy.Configured {
+		t.Fatalf("still configured %+v", sy)
+	}
+}
+
+// TestSettingsHome: without --home, the saved home is used; saving another
+// one restarts the companion on it.
+func TestSettingsHome(t *testing.T) {
+	home1, home2 := t.TempDir(), t.TempDir()
+	companiontest.CookSamples(t, home1)
+	settings := filepath.Join(t.TempDir(), "settings.json")
+	if err := companion.SaveSettings(settings, companion.Settings{Home: home1}); err != nil {
+		t.Fatal(err)
+	}
+	rt := &recRuntime{}
+	a := app.New(app.Options{SettingsFile: settings, Port: -1, Runtime: rt})
+	defer app.Close(t.Context(), a)
+	if st := a.Status(); st.Home != home1 || len(st.Datasets) != 3 {
+		t.Fatalf("status %+v", st)
+	}
+	s := a.GetSettings()
+	s.Home = home2
+	r := a.SaveSettings(s)
+	if r.Error != "" || r.ActiveHome != home2 || !strings.Contains(r.Message, "restarted") {
+		t.Fatalf("save %+v", r)
+	}
+	if st := a.Status(); st.Home != home2 || len(st.Datasets) != 0 || st.Error != "" {
+		t.Fatalf("status after the move %+v", st)
+	}
+	// home1 is free again.
+	st, err := localcache.Open(home1, nil)
+	if err != nil {
+		t.Fatalf("home1 still locked: %v", err)
+	}
+	st.Close()
+}
+
+// TestHomeInUse: a home another process holds shows why, in words, on
+// every view; nothing panics.
+func TestHomeInUse(t *testing.T) {
+	home := t.TempDir()
+	companiontest.CookSamples(t, home)
+	st, err := localcache.Open(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a := openTestApp(t, home)
+	want := "Another EnergyScope program"
+	for what, msg := range map[string]string{
+		"status": a.Status().Error, "hello": a.Hello().Error, "search": a.Search("MSFT").Error,
+		"info": a.Info("MSFT").Error, "series": a.Series("MSFT", "", "", "", "").Error,
+		"formula": a.Formula("MSFT", "", "", app.GetOptions{}).Error, "excel": a.ExcelInfo().Error,
+		"sync": a.SyncProgress().Error, "export": a.Export(app.ExportRequest{Series: []string{"MSFT"}, Path: "/tmp/x.xlsx"}).Error,
+	} {
+		if !strings.HasPrefix(msg, want) {
+			t.Errorf("%s: %q", what, msg)
+		}
+	}
+}
+
+func TestReady(t *testing.T) {
+	home := t.TempDir()
+	ready := filepath.Join(t.TempDir(), "ready")
+	a := app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1, ReadyFile: ready, Started: time.Now().Add(-time.Second)})
+	defer app.Close(t.Context(), a)
+	if ms := a.Ready("status"); ms < 1000 {
+		t.Fatalf("ready %d ms", ms)
+	}
+	b, err := os.ReadFile(ready)
+	if err != nil || !strings.HasSuffix(string(b), " status\n") {
+		t.Fatalf("ready file %q %v", b, err)
+	}
+	os.Remove(ready)
+	a.Ready("explorer")
+	if exists(ready) {
+		t.Fatal("ready file written twice")
+	}
+}
+
+func TestFloatsJSON(t *testing.T) {
+	b, err := json.Marshal(struct {
+		V app.Floats
+		F app.Float
+		N app.Floats
+	}{app.Floats{1, math.NaN(), 2.5, math.Inf(1), -3e-7}, app.Float(math.NaN()), nil})
+	if err != nil || string(b) != `{"V":[1,null,2.5,null,-3e-07],"F":null,"N":[]}` {
+		t.Fatalf("%s %v", b, err)
+	}
+}

@@ -1,0 +1,137 @@
+package app_test
+
+import (
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/energyscope/energyscope/app"
+	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/server/cook/samples"
+)
+
+// event is one EventsEmit.
+type event struct {
+	Name string
+	Data []any
+}
+
+// recRuntime records what the app asks of the Wails runtime.
+type recRuntime struct {
+	mu       sync.Mutex
+	events   []event
+	clip     []string
+	savePath string // SaveFileDialog's answer
+	notify   func(event)
+}
+
+func (r *recRuntime) EventsEmit(name string, data ...any) {
+	r.mu.Lock()
+	e := event{name, data}
+	r.events = append(r.events, e)
+	fn := r.notify
+	r.mu.Unlock()
+	if fn != nil {
+		fn(e)
+	}
+}
+
+func (r *recRuntime) ClipboardSetText(text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clip = append(r.clip, text)
+	return nil
+}
+
+func (r *recRuntime) SaveFileDialog(title, dir, name string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.savePath, nil
+}
+
+func (r *recRuntime) OpenDirectoryDialog(title, dir string) (string, error) { return "", nil }
+
+func (r *recRuntime) named(name string) []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []event
+	for _, e := range r.events {
+		if e.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// testApp is an App over a home of the cooked samples, with its own
+// settings file, a free bridge port and a recording runtime.
+type testApp struct {
+	*app.App
+	home, settings string
+	rt             *recRuntime
+}
+
+// fixedNow is "today" for relative dates in the tests.
+var fixedNow = time.Date(2024, 6, 15, 12, 0, 0, 0, time.UTC)
+
+func newTestApp(t testing.TB) *testApp {
+	t.Helper()
+	home := t.TempDir()
+	companiontest.CookSamples(t, home)
+	return openTestApp(t, home)
+}
+
+func openTestApp(t testing.TB, home string) *testApp {
+	t.Helper()
+	settings := filepath.Join(t.TempDir(), "EnergyScope", "settings.json")
+	rt := &recRuntime{}
+	a := app.New(app.Options{Home: home, SettingsFile: settings, Port: -1, Runtime: rt, Now: func() time.Time { return fixedNow }})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := app.Close(ctx, a); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return &testApp{App: a, home: home, settings: settings, rt: rt}
+}
+
+// stockPrices reads the sample stocks.csv: symbol -> "2006-01" -> price.
+func stockPrices(t testing.TB) map[string]map[string]float64 {
+	t.Helper()
+	f, err := samples.FS.Open("stocks.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	for _, r := range rows[1:] {
+		tm, err := time.Parse("Jan 2 2006", r[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseFloat(r[2], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[r[0]] == nil {
+			out[r[0]] = map[string]float64{}
+		}
+		out[r[0]][tm.Format("2006-01")] = v
+	}
+	return out
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,85 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"strings"
+	"syscall"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/energyscope/energyscope/functions"
+	"github.com/energyscope/energyscope/functions/xlsx"
+	"github.com/energyscope/energyscope/localcache"
+)
+
+var (
+	errNoWindow   = errors.New("the window is not ready yet")
+	errNotStarted = errors.New("the data store is not open")
+)
+
+// words turns an error into a sentence for the user. Errors become words
+// only here, at the edge (STYLE.md 7): the known ones get a sentence that
+// says what to do, the rest their message, capitalized.
+func words(err error) string {
+	if err == nil {
+		return ""
+	}
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, localcache.ErrClosed):
+		return "The data store was closed (the settings changed or the app is stopping); try again."
+	case strings.Contains(err.Error(), "in use by another EnergyScope process"):
+		return "Another EnergyScope program (an `es companion`, or a second window) is using the data folder. Close it, or choose another data folder in Settings."
+	case errors.Is(err, xlsx.ErrRequest):
+		return sentence(err.Error())
+	case errors.Is(err, functions.ErrNoData):
+		return "No data in this range."
+	case errors.Is(err, syscall.EADDRINUSE) || (errors.As(err, &opErr) && opErr.Op == "listen"):
+		return "The Excel bridge could not start: its port is taken (is `es companion` running?). Choose another bridge port in Settings; Excel's add-in must then be sideloaded again."
+	case errors.Is(err, fs.ErrPermission):
+		return sentence("permission denied: " + err.Error())
+	}
+	return sentence(err.Error())
+}
+
+// seriesWords is words for an error about series id.
+func seriesWords(id string, err error) string {
+	if errors.Is(err, localcache.ErrNotFound) || errors.Is(err, functions.ErrNotFound) {
+		return fmt.Sprintf("No series %q in the local data.", id)
+	}
+	return words(err)
+}
+
+// syncWords rewrites the sync engine's last error.
+func syncWords(msg string) string {
+	switch {
+	case strings.Contains(msg, "connection refused"):
+		return "Cannot reach the server (connection refused); working offline with the local data."
+	case strings.Contains(msg, "no such host"):
+		return "Cannot find the server (unknown host name); check the server URL in Settings."
+	case strings.Contains(msg, "401") || strings.Contains(msg, "token"):
+		return "The server refused the token; check it in Settings."
+	case strings.Contains(msg, "timeout") || strings.Contains(msg, "deadline"):
+		return "The server does not answer (time-out); working offline with the local data."
+	case strings.Contains(msg, "bad handshake"):
+		return "The server at that URL does not speak EnergyScope sync; check the server URL in Settings."
+	}
+	return sentence("sync: " + msg)
+}
+
+// sentence capitalizes s and ends it with a period.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	s = string(unicode.ToUpper(r)) + s[n:]
+	if !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, "?") && !strings.HasSuffix(s, "!") {
+		s += "."
+	}
+	return s
+}

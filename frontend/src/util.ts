@@ -1,0 +1,129 @@
+// Small DOM and formatting helpers; no framework.
+
+type Attrs = Record<string, string | number | boolean | EventListener | undefined | null>;
+type Child = Node | string | number | null | undefined | false;
+
+// h builds an element: h('div', {class: 'x', onclick: fn}, 'text', child).
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') {
+      e.addEventListener(k.slice(2), v as EventListener);
+    } else if (k === 'value' && 'value' in e) {
+      (e as HTMLInputElement).value = String(v);
+    } else if (k === 'checked' && 'checked' in e) {
+      (e as HTMLInputElement).checked = Boolean(v);
+    } else {
+      e.setAttribute(k, v === true ? '' : String(v));
+    }
+  }
+  append(e, ...children);
+  return e;
+}
+
+export function append(parent: Element, ...children: Child[]): void {
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    parent.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+export function clear(e: Element): void {
+  while (e.firstChild) e.removeChild(e.firstChild);
+}
+
+export function debounce<A extends unknown[]>(fn: (...a: A) => void, ms: number): (...a: A) => void {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  return (...a: A) => {
+    if (t) clearTimeout(t);
+    t = setTimeout(() => fn(...a), ms);
+  };
+}
+
+// locale is the user's locale if the platform names a valid one: a web
+// view started with LANG=C reports "C", which Intl refuses.
+export const locale: string = (() => {
+  try {
+    new Intl.NumberFormat(navigator.language);
+    return navigator.language;
+  } catch {
+    return 'en-US';
+  }
+})();
+
+const nf = new Intl.NumberFormat(locale);
+export function num(n: number): string {
+  return nf.format(n);
+}
+
+// value formats a data value with up to 6 significant decimals.
+export function value(v: number | null | undefined): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—';
+  const a = Math.abs(v);
+  const digits = a >= 1000 ? 2 : a >= 1 ? 4 : 6;
+  return new Intl.NumberFormat(locale, { maximumFractionDigits: digits }).format(v);
+}
+
+export function bytes(n: number): string {
+  if (!n) return '0 B';
+  const u = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${n.toFixed(n >= 100 || i === 0 ? 0 : 1)} ${u[i]}`;
+}
+
+export function duration(s: number): string {
+  if (!Number.isFinite(s) || s <= 0) return '—';
+  if (s < 60) return `${Math.ceil(s)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+}
+
+export function ago(ms: number): string {
+  if (!ms) return 'never';
+  const s = (Date.now() - ms) / 1000;
+  if (s < 5) return 'just now';
+  if (s < 60) return `${Math.round(s)} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return new Date(ms).toLocaleDateString(locale);
+}
+
+// period formats a period (unix seconds UTC) for its frequency.
+export function period(t: number, freq: string): string {
+  const d = new Date(t * 1000);
+  const iso = d.toISOString();
+  switch (freq) {
+    case 'H':
+      return `${iso.slice(0, 10)} ${iso.slice(11, 16)}`;
+    case 'M':
+      return iso.slice(0, 7);
+    case 'Q':
+      return `${iso.slice(0, 4)}-Q${Math.floor(d.getUTCMonth() / 3) + 1}`;
+    case 'A':
+      return iso.slice(0, 4);
+    default:
+      return iso.slice(0, 10);
+  }
+}
+
+export const freqNames: Record<string, string> = { H: 'hourly', D: 'daily', W: 'weekly', M: 'monthly', Q: 'quarterly', A: 'annual' };
+
+export function badge(text: string, kind: 'ok' | 'warn' | 'bad' | 'muted' = 'muted'): HTMLElement {
+  return h('span', { class: `badge ${kind}` }, text);
+}
+
+export function errorBox(msg: string | undefined): HTMLElement | null {
+  return msg ? h('div', { class: 'error', role: 'alert' }, msg) : null;
+}
+
+export function toast(msg: string): void {
+  const t = h('div', { class: 'toast' }, msg);
+  document.body.append(t);
+  setTimeout(() => t.classList.add('gone'), 1800);
+  setTimeout(() => t.remove(), 2300);
+}

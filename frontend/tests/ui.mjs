@@ -1,0 +1,141 @@
+// UI test of the desktop frontend in headless Chromium (Debian's
+// /usr/bin/chromium; playwright-core drives it and downloads nothing).
+//
+// Run by app/browser_test.go, which serves frontend/dist with a stub of
+// Wails' window.go / window.runtime that forwards every call to the real
+// Go bindings over a real store of the sample data:
+//
+//   node tests/ui.mjs URL ARTIFACTS_DIR EXPORT_PATH
+//
+// It prints one JSON line with what it saw and exits non-zero on the first
+// failed check.
+import { chromium } from 'playwright-core';
+
+const [url, artifacts, exportPath] = process.argv.slice(2);
+if (!url || !artifacts || !exportPath) {
+  console.error('usage: node tests/ui.mjs URL ARTIFACTS_DIR EXPORT_PATH');
+  process.exit(2);
+}
+
+const FORMULA = '=ES.Get("MSFT","2005-01","2008-12","per=Q","agg=avg")';
+const out = { checks: [] };
+const check = (name, ok, detail) => {
+  out.checks.push({ name, ok: Boolean(ok), detail });
+  if (!ok) throw new Error(`check failed: ${name}: ${JSON.stringify(detail)}`);
+};
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const errors = [];
+let code = 0;
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 860 }, colorScheme: 'dark' });
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
+  page.setDefaultTimeout(15000);
+
+  // Status: the three sample datasets.
+  const t0 = Date.now();
+  await page.goto(url);
+  await page.waitForSelector('#datasets tbody tr');
+  const datasets = await page.$$eval('#datasets tbody tr td:first-child', (tds) => tds.map((t) => t.textContent));
+  check('status lists the datasets', datasets.join(',') === 'iowa,seattle,stocks', datasets);
+  out.statusMs = Date.now() - t0;
+  await page.screenshot({ path: `${artifacts}/ui-status.png` });
+
+  // Explorer: search as you type.
+  await page.click('#tab-explorer');
+  await page.locator('#search').pressSequentially('msft', { delay: 40 });
+  await page.waitForSelector('.hit[data-id="MSFT"]');
+  const first = await page.$eval('.hit', (e) => e.dataset.id);
+  check('search shows MSFT first', first === 'MSFT', first);
+  await page.click('.hit[data-id="MSFT"]');
+  await page.waitForFunction(() => document.querySelector('#series-title')?.textContent === 'MSFT');
+  await page.waitForFunction(() => document.querySelectorAll('#table tbody tr').length > 0);
+
+  const pixels = async () => page.$eval('#chart canvas', (c) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+    return { n, w: c.width, h: c.height };
+  });
+  const px = await pixels();
+  check('chart canvas drawn', px.n > 2000 && px.w > 300, px);
+  const rows = await page.$$eval('#table tbody tr', (r) => r.length);
+  check('table has every MSFT month', rows === 123, rows);
+  const top = await page.$$eval('#table tbody tr:first-child td', (t) => t.map((x) => x.textContent));
+  check('table newest first', top[0] === '2010-03' && top[1] === '28.8', top);
+
+  // Range, frequency, aggregate; the formula follows.
+  await page.fill('#from', '2005-01');
+  await page.fill('#to', '2008-12');
+  await page.selectOption('#per', 'Q');
+  await page.selectOption('#agg', 'avg');
+  await page.waitForFunction((f) => document.querySelector('#formula')?.textContent === f, FORMULA);
+  await page.waitForFunction(() => document.querySelectorAll('#table tbody tr').length === 16);
+  await page.click('#copy-formula');
+  await page.waitForFunction(() => window.__clipboard.length > 0);
+  const copied = await page.evaluate(() => window.__clipboard[window.__clipboard.length - 1]);
+  check('formula copied', copied === FORMULA, copied);
+  out.formula = copied;
+  const px2 = await pixels();
+  check('chart redrawn for the quarters', px2.n > 500, px2);
+  // Hover: the legend shows the value under the cursor.
+  const box = await page.locator('#chart .u-over').boundingBox();
+  await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
+  const legend = await page.$eval('#chart .u-legend', (e) => e.textContent);
+  check('legend shows hovered values', /\d/.test(legend) && /Q\d/.test(legend), legend);
+  await page.screenshot({ path: `${artifacts}/ui-explorer.png` });
+
+  // Export: MSFT from the Explorer, IBM from the picker.
+  await page.click('#add-export');
+  await page.click('#tab-export');
+  await page.waitForSelector('#export-series .chip');
+  await page.locator('#export-search').pressSequentially('IBM', { delay: 40 });
+  await page.click('.suggestion:has-text("IBM")');
+  const chips = await page.$$eval('#export-series .chip', (c) => c.map((x) => x.firstChild.textContent));
+  check('export series picked', chips.join(',') === 'MSFT,IBM', chips);
+  await page.fill('#export-from', '2005');
+  await page.fill('#export-to', '2006');
+  await page.fill('#export-path', exportPath);
+  await page.click('#export-go');
+  await page.waitForSelector('#export-result .ok-box, #export-result .error');
+  const result = await page.$eval('#export-result', (e) => e.textContent);
+  check('export finished', result.includes('Saved') && result.includes('2 series × 24 dates'), result);
+  const bar = await page.$eval('#export-bar .bar-fill', (e) => e.style.width);
+  check('export progress bar full', bar === '100%', bar);
+  const events = await page.evaluate(() => window.__events.filter((e) => e.name === 'export:progress').length);
+  check('export progress events', events > 0, events);
+  out.export = result;
+  await page.screenshot({ path: `${artifacts}/ui-export.png` });
+
+  // The other views render.
+  await page.click('#tab-sync');
+  await page.waitForSelector('#view-sync table');
+  await page.click('#tab-excel');
+  await page.waitForSelector('#manifest-url');
+  const manifest = await page.$eval('#manifest-url', (e) => e.textContent);
+  check('excel shows the manifest URL', /^https:\/\/127\.0\.0\.1:\d+\/addin\/manifest\.xml$/.test(manifest), manifest);
+  await page.screenshot({ path: `${artifacts}/ui-excel.png` });
+  await page.click('#tab-settings');
+  await page.waitForSelector('#set-server');
+  await page.fill('#set-server', 'not a url');
+  await page.click('#save-settings');
+  await page.waitForSelector('#view-settings .error');
+  const err = await page.$eval('#view-settings .error', (e) => e.textContent);
+  check('settings errors are words', err.includes('want a URL'), err);
+
+  check('no page errors', errors.length === 0, errors);
+  out.ok = true;
+} catch (e) {
+  out.ok = false;
+  out.error = String(e && e.message ? e.message : e);
+  out.pageErrors = errors;
+  code = 1;
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(out));
+process.exit(code);

@@ -1,0 +1,154 @@
+package companion
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/energyscope/energyscope/functions/bridge"
+	"github.com/energyscope/energyscope/localcache/format"
+)
+
+// SettingsFile is the settings file's name in SettingsDir.
+const SettingsFile = "settings.json"
+
+// Settings are the desktop app's saved choices. A zero field means the
+// default: no server (offline), the default home (localcache.DefaultHome),
+// bridge.DefaultPort, every dataset of the server.
+type Settings struct {
+	Server    string   `json:"server,omitempty"`
+	Token     string   `json:"token,omitempty"`
+	Home      string   `json:"home,omitempty"`
+	Port      int      `json:"port,omitempty"`
+	Datasets  []string `json:"datasets,omitempty"`
+	Bandwidth int64    `json:"bandwidth,omitempty"` // bytes/s for snapshot downloads; 0 = no limit
+}
+
+// SettingsPath is where the settings live:
+// os.UserConfigDir()/EnergyScope/settings.json (~/.config on Linux,
+// %AppData% on Windows, ~/Library/Application Support on macOS).
+func SettingsPath() (string, error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("settings: %w", err)
+	}
+	return filepath.Join(dir, "EnergyScope", SettingsFile), nil
+}
+
+// LoadSettings reads the settings at path. A missing file is the zero
+// Settings (the defaults), not an error.
+func LoadSettings(path string) (Settings, error) {
+	var s Settings
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	} else if err != nil {
+		return s, fmt.Errorf("read settings: %w", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Settings{}, fmt.Errorf("settings %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// SaveSettings validates s and writes it to path with mode 0600 (it holds
+// the server token), replacing the old file atomically.
+func SaveSettings(path string, s Settings) error {
+	s = s.Normalize()
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save settings: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+SettingsFile+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("save settings: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a successful rename there is nothing to remove
+	if err := f.Chmod(0o600); err != nil && !isWindows() {
+		f.Close()
+		return fmt.Errorf("save settings: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("save settings: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save settings: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save settings: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save settings: %w", err)
+	}
+	return nil
+}
+
+func isWindows() bool { return filepath.Separator == '\\' }
+
+// Normalize trims spaces and drops empty and repeated dataset names.
+func (s Settings) Normalize() Settings {
+	s.Server = strings.TrimRight(strings.TrimSpace(s.Server), "/")
+	s.Token = strings.TrimSpace(s.Token)
+	s.Home = strings.TrimSpace(s.Home)
+	var ds []string
+	seen := map[string]bool{}
+	for _, d := range s.Datasets {
+		d = strings.TrimSpace(d)
+		if d != "" && !seen[d] {
+			seen[d] = true
+			ds = append(ds, d)
+		}
+	}
+	s.Datasets = ds
+	return s
+}
+
+// Validate says in words what is wrong with s, if anything.
+func (s Settings) Validate() error {
+	if s.Server != "" {
+		u, err := url.Parse(s.Server)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("server %q: want a URL such as https://energyscope.example.com", s.Server)
+		}
+	}
+	if s.Token != "" && s.Server == "" {
+		return errors.New("a token needs a server")
+	}
+	if s.Home != "" && !filepath.IsAbs(s.Home) {
+		return fmt.Errorf("home %q: want a full path", s.Home)
+	}
+	if s.Port < 0 || s.Port > 65535 {
+		return fmt.Errorf("bridge port %d: want 1 to 65535 (or empty for %d)", s.Port, bridge.DefaultPort)
+	}
+	if s.Bandwidth < 0 {
+		return errors.New("bandwidth limit cannot be negative")
+	}
+	for _, d := range s.Datasets {
+		if err := format.ValidDatasetName(d); err != nil {
+			return fmt.Errorf("dataset %q: %v", d, err)
+		}
+	}
+	return nil
+}
+
+// BridgePort is the port to run the bridge on: Port, or the default.
+func (s Settings) BridgePort() int {
+	if s.Port == 0 {
+		return bridge.DefaultPort
+	}
+	return s.Port
+}
