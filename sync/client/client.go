@@ -76,6 +76,11 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the reconnect delay (full jitter).
 	// Defaults 250 ms and 60 s.
 	MinBackoff, MaxBackoff time.Duration
+	// StallTimeout: a snapshot download that receives none of the bytes
+	// it asked for in this long (a lost or damaged frame) is resumed on a
+	// new connection. Default 60 s, and at least three 1 MiB frames' time
+	// at BandwidthLimit.
+	StallTimeout time.Duration
 	// TLSInsecure is never set by the product; tests use plain http.
 	Dialer *websocket.Dialer
 }
@@ -153,6 +158,12 @@ func New(sink Sink, o Options) *Engine {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 60 * time.Second
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 60 * time.Second
+	}
+	if o.BandwidthLimit > 0 {
+		o.StallTimeout = max(o.StallTimeout, time.Duration(3*float64(protocol.MaxChunk)/float64(o.BandwidthLimit)*float64(time.Second)))
 	}
 	if o.Name == "" {
 		o.Name, _ = os.Hostname()
@@ -322,6 +333,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 		e.mu.Unlock()
 	}()
 	go s.writeLoop()
+	go s.watchdog()
 	stop := context.AfterFunc(ctx, func() { ws.Close() })
 	defer stop()
 	return s.run()
@@ -346,6 +358,42 @@ type session struct {
 	snapAnswer map[string]string
 	heads      map[string]protocol.Head
 	want       func(string) bool
+
+	// For the watchdog: downloads in progress, when one last got a byte
+	// it asked for (or asked), and whether it gave up on this connection.
+	downloading atomic.Int32
+	progressAt  atomic.Int64 // unix ns
+	stalled     atomic.Bool
+}
+
+// progressed notes that a download asked for or got bytes.
+func (s *session) progressed() {
+	s.progressAt.Store(time.Now().UnixNano())
+	s.downloading.Store(int32(len(s.dl)))
+}
+
+// watchdog drops the connection when a download stalls: a chunk or a
+// file_end lost or damaged in transit (a corrupt offset looks like a
+// stale frame and is ignored) would otherwise leave the client waiting
+// for bytes the server believes it sent. The next session resumes from
+// the verified chunks.
+func (s *session) watchdog() {
+	stall := s.e.opts.StallTimeout
+	t := time.NewTicker(max(stall/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			if s.downloading.Load() > 0 && time.Since(time.Unix(0, s.progressAt.Load())) > stall {
+				s.e.log.Warn("download stalled: nothing of what was asked for arrived; reconnecting", "for", stall)
+				s.stalled.Store(true)
+				s.ws.Close()
+				return
+			}
+		}
+	}
 }
 
 func (s *session) send(m *protocol.Message) {
@@ -411,6 +459,9 @@ func (s *session) run() (bool, error) {
 	})
 	for {
 		kind, b, err := s.ws.ReadMessage()
+		if err != nil && s.stalled.Load() {
+			return s.live, fmt.Errorf("download stalled for %v", e.opts.StallTimeout)
+		}
 		if err != nil {
 			var ce *websocket.CloseError
 			if errors.As(err, &ce) && ce.Text != "" {
@@ -765,6 +816,7 @@ func (s *session) nextFile(d *download) error {
 			p.BytesDone = d.base + d.off
 		})
 		s.e.log.Debug("fetch", "file", fi.Name, "offset", d.off)
+		s.progressed()
 		s.send(&protocol.Message{Type: protocol.TFetch, Dataset: d.man.Dataset, Snapshot: d.man.SnapshotID, File: fi.Name, SHA256: fi.SHA256, Offset: d.off})
 		return nil
 	}
@@ -794,6 +846,7 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 	}
 	s.e.Stats.BytesDownloaded.Add(int64(len(c.Data)))
 	d.acct.fetched += int64(len(c.Data))
+	s.progressed()
 	data := c.Data
 	for len(data) > 0 {
 		inChunk := d.off % format.ChunkSize
@@ -900,6 +953,7 @@ func (s *session) finishFile(d *download) error {
 func (s *session) finishDownload(d *download) error {
 	ds := d.man.Dataset
 	delete(s.dl, ds)
+	s.progressed()
 	var total int64
 	for _, f := range d.files {
 		total += f.Size
