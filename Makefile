@@ -34,6 +34,7 @@ FUZZ_TARGETS = \
 	./localcache/format:FuzzOpenIndex \
 	./localcache/format:FuzzOpenHash \
 	./localcache/format:FuzzOpenData \
+	./localcache/format:FuzzOpenTail \
 	./localcache/delta:FuzzDecodeBatch \
 	./localcache/delta:FuzzValidate \
 	./localcache/delta:FuzzScanSegment \

@@ -219,7 +219,7 @@ func verifyOpenTail(dir string, m *Manifest) (*Tail, error) {
 	if err != nil {
 		return nil, err
 	}
-	return OpenTail(b, m.PeriodType)
+	return OpenTail(b, m.PeriodType, m.Rows)
 }
 
 // tailBlockCheck checks cold series against tail.parquet, decoding the

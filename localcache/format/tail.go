@@ -229,8 +229,10 @@ type Tail struct {
 }
 
 // OpenTail parses tail.parquet's footer and checks its schema and file
-// metadata against the format.
-func OpenTail(b []byte, pt PeriodType) (t *Tail, err error) {
+// metadata against the format. maxRows bounds the rows the footer may
+// claim (the manifest's row count): Block allocates per row, and the file
+// is not hashed before a cold read.
+func OpenTail(b []byte, pt PeriodType, maxRows int64) (t *Tail, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			t, err = nil, corrupt(TailFile, -1, "parquet reader: %v", p)
@@ -266,6 +268,9 @@ func OpenTail(b []byte, pt PeriodType) (t *Tail, err error) {
 		}
 		t.blockRows[i] = n
 		t.TotalRows += n
+		if t.TotalRows > maxRows {
+			return nil, corrupt(TailFile, -1, "more than %d rows", maxRows)
+		}
 		for k, col := range []int{tailPeriod, tailValue} {
 			cc, err := rg.ColumnChunk(col)
 			if err != nil {

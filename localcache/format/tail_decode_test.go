@@ -2,6 +2,7 @@ package format
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -44,7 +45,7 @@ func TestDecodeColumnMatchesArrowGo(t *testing.T) {
 				if err := c.writeTail(&buf, tailV1); err != nil {
 					t.Fatal(err)
 				}
-				tl, err := OpenTail(buf.Bytes(), pt)
+				tl, err := OpenTail(buf.Bytes(), pt, math.MaxInt64)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -124,7 +125,7 @@ func TestDecodeDeltaGarbage(t *testing.T) {
 	if err := c.writeTail(&buf, parquetNoCompression()); err != nil {
 		t.Fatal(err)
 	}
-	tl, err := OpenTail(buf.Bytes(), PeriodDate32)
+	tl, err := OpenTail(buf.Bytes(), PeriodDate32, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,12 +165,19 @@ func TestTailBlockGarbage(t *testing.T) {
 	dir, m := writeSnap(t, tb, WriteOptions{Tail: TailList(tb.Series[0].ID, tb.Series[5].ID, tb.Series[9].ID, tb.Series[30].ID)})
 	orig := readFile(t, dir, TailFile)
 	rng := rand.New(rand.NewPCG(1, 2))
-	for range scaledN(3000) {
+	// Half the flips land in the footer (thrift metadata parsed by
+	// arrow-go), half anywhere.
+	footer := int(binary.LittleEndian.Uint32(orig[len(orig)-8:])) + 8
+	for k := range scaledN(4000) {
 		b := slices.Clone(orig)
 		for range 1 + rng.IntN(3) {
-			b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+			pos := rng.IntN(len(b))
+			if k%2 == 0 {
+				pos = len(b) - 1 - rng.IntN(footer)
+			}
+			b[pos] ^= byte(1 + rng.IntN(255))
 		}
-		tl, err := OpenTail(b, m.PeriodType)
+		tl, err := OpenTail(b, m.PeriodType, m.Rows)
 		if err != nil {
 			continue
 		}
@@ -186,4 +194,34 @@ func scaledN(n int) int {
 		return n / 10
 	}
 	return n
+}
+
+// FuzzOpenTail: any bytes given as tail.parquet are refused or read; never
+// a panic, a hang or an allocation beyond what maxRows allows.
+func FuzzOpenTail(f *testing.F) {
+	for _, intraday := range []bool{false, true} {
+		tb := realisticTable(4, 30, 6000, intraday)
+		var ids []string
+		for _, s := range tb.Series[:10] {
+			ids = append(ids, s.ID)
+		}
+		dir, _ := writeSnap(f, tb, WriteOptions{Tail: TailList(ids...)})
+		f.Add(readFile(f, dir, TailFile), intraday)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, intraday bool) {
+		pt := PeriodDate32
+		if intraday {
+			pt = PeriodTimestamp
+		}
+		tl, err := OpenTail(b, pt, 1<<20)
+		if err != nil {
+			return
+		}
+		for i := range tl.NumBlocks {
+			if blk, err := tl.Block(i); err == nil && int64(blk.Len()) != tl.BlockRows(i) {
+				t.Fatalf("block %d: %d rows, footer says %d", i, blk.Len(), tl.BlockRows(i))
+			}
+			tl.BlockSeries(i)
+		}
+	})
 }

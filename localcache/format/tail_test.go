@@ -30,7 +30,7 @@ func readBackTiered(t *testing.T, dir string, m *Manifest) (map[string]cookedSer
 	defer d.Close()
 	var tl *Tail
 	if m.File(TailFile) != nil {
-		if tl, err = OpenTail(readFile(t, dir, TailFile), m.PeriodType); err != nil {
+		if tl, err = OpenTail(readFile(t, dir, TailFile), m.PeriodType, math.MaxInt64); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +135,7 @@ func TestTailRoundTrip(t *testing.T) {
 				}
 			}
 			// data.arrow holds only the hot rows, tail.parquet the cold ones.
-			tl, err := OpenTail(readFile(t, dir, TailFile), m.PeriodType)
+			tl, err := OpenTail(readFile(t, dir, TailFile), m.PeriodType, math.MaxInt64)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,7 +199,7 @@ func TestTailOnlyEmptyCold(t *testing.T) {
 	if _, err := Verify(dir); err != nil {
 		t.Fatal(err)
 	}
-	tl, err := OpenTail(readFile(t, dir, TailFile), m.PeriodType)
+	tl, err := OpenTail(readFile(t, dir, TailFile), m.PeriodType, math.MaxInt64)
 	if err != nil || tl.NumBlocks != 0 {
 		t.Fatalf("tail: %v, %+v", err, tl)
 	}
@@ -404,13 +404,13 @@ func TestVerifyTail(t *testing.T) {
 		}
 	})
 	t.Run("wrong period type", func(t *testing.T) {
-		if _, err := OpenTail(orig, PeriodTimestamp); err == nil {
+		if _, err := OpenTail(orig, PeriodTimestamp, math.MaxInt64); err == nil {
 			t.Fatal("date32 tail opened as timestamp")
 		}
 	})
 	t.Run("garbage", func(t *testing.T) {
 		for _, b := range [][]byte{nil, []byte("PAR1"), []byte("PAR1\x00\x00\x00\x00PAR1"), orig[:len(orig)/2], readFile(t, src, DataFile)} {
-			if _, err := OpenTail(b, m.PeriodType); err == nil {
+			if _, err := OpenTail(b, m.PeriodType, math.MaxInt64); err == nil {
 				t.Fatalf("garbage of %d bytes opened", len(b))
 			}
 		}

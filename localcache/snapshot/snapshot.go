@@ -109,7 +109,7 @@ func OpenOptions(dir string, o Options) (s *Snapshot, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
 		}
-		s.tail = newTailState(tb, m.PeriodType, o.TailCacheBytes)
+		s.tail = newTailState(tb, m.PeriodType, m.Rows, o.TailCacheBytes)
 	} else if m.HotSeries < m.Series {
 		return nil, fmt.Errorf("open snapshot %s: %w", dir, &format.CorruptionError{File: format.ManifestFile, Offset: -1,
 			Err: fmt.Errorf("%d of %d series are hot but no %s is listed", m.HotSeries, m.Series, format.TailFile)})

@@ -29,13 +29,13 @@ type tailState struct {
 	cache blockCache
 }
 
-func newTailState(b []byte, pt format.PeriodType, budget int64) *tailState {
+func newTailState(b []byte, pt format.PeriodType, rows, budget int64) *tailState {
 	if budget == 0 {
 		budget = DefaultTailCacheBytes
 	}
 	t := &tailState{cache: blockCache{budget: budget, m: map[uint32]*cacheEntry{}}}
 	t.cache.lru.prev, t.cache.lru.next = &t.cache.lru, &t.cache.lru
-	t.open = sync.OnceValues(func() (*format.Tail, error) { return format.OpenTail(b, pt) })
+	t.open = sync.OnceValues(func() (*format.Tail, error) { return format.OpenTail(b, pt, rows) })
 	return t
 }
 
