@@ -36,7 +36,10 @@ func loadResident(snapDir string) (*resident, error) {
 		return nil, err
 	}
 	defer df.Close()
-	dr, err := ipc.NewFileReader(df, ipc.WithAllocator(mem))
+	// The body limit is raised to the file's size: arrow-go refuses blocks
+	// over 256 MiB by default, and a full-scale index.arrow is one 489 MB
+	// record batch.
+	dr, err := ipc.NewFileReader(df, ipc.WithAllocator(mem), ipc.WithBodySizeLimit(fileLimit(df)))
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +66,7 @@ func loadResident(snapDir string) (*resident, error) {
 		return nil, err
 	}
 	defer xf.Close()
-	xr, err := ipc.NewFileReader(xf, ipc.WithAllocator(mem))
+	xr, err := ipc.NewFileReader(xf, ipc.WithAllocator(mem), ipc.WithBodySizeLimit(fileLimit(xf)))
 	if err != nil {
 		return nil, err
 	}
@@ -173,4 +176,11 @@ func castSlice[T, S any](s []S) []T {
 		return nil
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
+
+func fileLimit(f *os.File) int64 {
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		return st.Size()
+	}
+	return 0 // no limit
 }
