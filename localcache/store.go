@@ -104,6 +104,10 @@ type Store struct {
 	datasets map[string]*Dataset
 	names    []string // sorted keys of datasets
 	closed   bool
+	// list is datasets in names order, copy-on-write; isClosed mirrors
+	// closed. Both are read without mu on the lookup path.
+	list     atomic.Pointer[[]*Dataset]
+	isClosed atomic.Bool
 	lock     *flock.Lock // held by a writable store
 
 	watchMu   sync.Mutex // guards watchers, nextWatch
@@ -290,6 +294,11 @@ func (s *Store) refreshDataset(name string) error {
 		s.datasets[name] = d
 		s.names = append(s.names, name)
 		sort.Strings(s.names)
+		list := make([]*Dataset, len(s.names))
+		for i, n := range s.names {
+			list[i] = s.datasets[n]
+		}
+		s.list.Store(&list)
 	}
 	d.swap(rs)
 	return nil
@@ -349,6 +358,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.isClosed.Store(true)
 	var errs []error
 	for _, d := range s.datasets {
 		d.cmu.Lock() // let a running compaction finish
@@ -385,17 +395,17 @@ func (s *Store) Dataset(name string) (*Dataset, error) {
 	return d, nil
 }
 
+// datasetList returns the datasets in name order without a lock or an
+// allocation (every lookup without "dataset:" goes through it). The slice
+// is immutable; refreshDataset replaces it.
 func (s *Store) datasetList() ([]*Dataset, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
+	if s.isClosed.Load() {
 		return nil, ErrClosed
 	}
-	out := make([]*Dataset, len(s.names))
-	for i, n := range s.names {
-		out[i] = s.datasets[n]
+	if l := s.list.Load(); l != nil {
+		return *l, nil
 	}
-	return out, nil
+	return nil, nil
 }
 
 // located is a series found in a read state, with a reference held on the

@@ -35,7 +35,10 @@ func openArrow(name string, b []byte, want *arrow.Schema) (r *ipc.FileReader, ba
 	if err := checkFooter(b); err != nil {
 		return nil, 0, corrupt(name, -1, "%v", err)
 	}
-	r, err = ipc.NewMappedFileReader(b, ipc.WithAllocator(boundedAllocator{memory.NewGoAllocator(), len(b)}))
+	// The mapping bounds every block (the reader checks blocks against
+	// the file size); arrow-go's default 256 MiB body limit would refuse
+	// the index of ~1.5M+ series.
+	r, err = ipc.NewMappedFileReader(b, ipc.WithAllocator(boundedAllocator{memory.NewGoAllocator(), len(b)}), ipc.WithBodySizeLimit(int64(len(b))+1))
 	if err != nil {
 		return nil, 0, corrupt(name, -1, "%v", err)
 	}
