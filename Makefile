@@ -3,6 +3,7 @@ GO      ?= go
 FUZZTIME ?= 500x
 
 .PHONY: all build test deps vet unit race fuzz bench bench-pet clean
+.PHONY: frontend app app-build dist
 
 all: build
 
@@ -52,13 +53,47 @@ fuzz:
 		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
 
-test: deps vet unit race fuzz
+# The window smoke test (app TestWindowSmoke, in unit) runs the app that
+# app-build just built instead of building its own.
+test: export ES_APP_BIN = $(CURDIR)/bin/energyscope
+test: deps vet app-build unit race fuzz
 
 bench:
 	cd bench && $(GO) run . --scale small
 
 bench-pet:
 	cd bench && $(GO) run . --scale pet
+
+# The desktop app (Wails v2, no wails CLI; ARCHITECTURE.md "Desktop app").
+# desktop selects the Wails entry point (main.go), production Wails' release
+# mode, webkit2_41 WebKitGTK 4.1 on Linux (libgtk-3-dev, libwebkit2gtk-4.1-dev).
+VERSION     ?= 0.1.0
+APP_TAGS     = desktop,production,webkit2_41
+APP_WIN_TAGS = desktop,production
+APP_LDFLAGS  = -X github.com/energyscope/energyscope/app.Version=$(VERSION)
+
+# frontend/dist is embedded in the app and committed: rebuild it after
+# changing frontend/src, and commit it.
+frontend:
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build
+
+# The Linux app: bin/energyscope.
+app:
+	$(GO) build -tags $(APP_TAGS) -ldflags "$(APP_LDFLAGS)" -o bin/energyscope .
+
+# What CI builds: the Linux app (the smoke test runs it), vet of the tagged
+# entry point, and the Windows cross-build (no cgo).
+app-build: app
+	$(GO) vet -tags $(APP_TAGS) .
+	GOOS=windows $(GO) build -tags $(APP_WIN_TAGS) -ldflags "$(APP_LDFLAGS) -H=windowsgui" -o bin/energyscope.exe .
+
+# Release files in dist/: the Linux app, the Windows app and its installer
+# (NSIS, build/windows/installer).
+dist: frontend app-build
+	mkdir -p dist
+	cp bin/energyscope dist/energyscope-linux-amd64
+	cp bin/energyscope.exe dist/energyscope-windows-amd64.exe
+	makensis -V2 -DVERSION=$(VERSION) -DEXE=$(CURDIR)/bin/energyscope.exe -DOUT=$(CURDIR)/dist/EnergyScope-$(VERSION)-Setup.exe build/windows/installer/energyscope.nsi
 
 clean:
 	rm -rf bin

@@ -249,6 +249,7 @@ func (a *App) emitSync() {
 // Hello tells the frontend where it is.
 func (a *App) Hello() Hello {
 	h := Hello{Version: Version, Platform: runtime.GOOS, OpenSeries: a.opts.OpenSeries}
+	a.log.Info("frontend connected", "ms", time.Since(a.opts.Started).Milliseconds())
 	a.mu.RLock()
 	h.Home = a.cfg.Home
 	if a.startErr != nil {

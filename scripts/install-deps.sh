@@ -13,6 +13,15 @@ command -v soffice >/dev/null || need+=(libreoffice-calc)
 # Debian's Chromium for the add-in's browser test (functions/bridge
 # TestBrowserAddin); never a browser download.
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# The desktop app: GTK and WebKitGTK headers for its cgo build (make app),
+# Xvfb and ImageMagick's import for the window smoke test (app
+# TestWindowSmoke), NSIS for the Windows installer (make dist).
+dpkg -s libgtk-3-dev >/dev/null 2>&1 || need+=(libgtk-3-dev)
+dpkg -s libwebkit2gtk-4.1-dev >/dev/null 2>&1 || need+=(libwebkit2gtk-4.1-dev)
+command -v xvfb-run >/dev/null || need+=(xvfb)
+command -v xauth >/dev/null || need+=(xauth)
+[ -x /usr/bin/import ] || need+=(imagemagick)
+command -v makensis >/dev/null || need+=(nsis)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need[*]}; install them with apt-get (needs root)" >&2
@@ -23,7 +32,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # npm packages, exactly as locked.
-for dir in localcache/format/interop functions/addin; do
+for dir in localcache/format/interop functions/addin frontend; do
   if [ -f "$dir/package-lock.json" ]; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi

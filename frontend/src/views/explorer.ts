@@ -114,6 +114,10 @@ export class ExplorerView implements View {
       return;
     }
     this.current = info;
+    if (!this.q.value.trim()) {
+      this.q.value = info.id;
+      void this.search(info.id);
+    }
     for (const b of this.results.querySelectorAll('.hit')) b.classList.toggle('active', (b as HTMLElement).dataset.id === info.id);
     this.from.value = '';
     this.to.value = '';

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,9 +26,6 @@ import (
 // ES_APP_BIN names an app already built (make app-build); otherwise the
 // test builds one. The screenshot goes to $ES_ARTIFACTS or build/artifacts.
 func TestWindowSmoke(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the window smoke test runs on Linux under Xvfb")
-	}
 	if testing.Short() {
 		t.Skip("-short")
 	}

@@ -1,0 +1,68 @@
+package app_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/energyscope/energyscope/app"
+	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/server/cook"
+	"github.com/energyscope/energyscope/server/cook/synth"
+)
+
+// BenchmarkSearch is the Explorer's search-as-you-type over 175K series
+// (the PET-shaped synthetic set): one App.Search per keystroke of a few
+// typed queries, hits enriched with unit and frequency as the results list
+// shows them. The figure to watch is ms/keystroke (target <= 20 ms).
+//
+//	go test -run '^$' -bench BenchmarkSearch -benchtime 200x ./app/
+func BenchmarkSearch(b *testing.B) {
+	home := b.TempDir()
+	src := filepath.Join(b.TempDir(), "synth.csv")
+	start := time.Now()
+	if _, err := synth.WriteFile(src, synth.Options{Series: 175_000, Rows: 2_000_000, Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	companiontest.CookFile(b, home, "pet", src, cook.InputOptions{})
+	os.Remove(src)
+	b.Logf("generated and cooked 175K series in %v", time.Since(start).Round(time.Millisecond))
+
+	ta := openTestApp(b, home)
+	if st := ta.Status(); len(st.Datasets) != 1 || st.Series != 175_000 {
+		b.Fatalf("status %+v", st)
+	}
+	// The first search builds the snapshot's search index (lazily, once).
+	t0 := time.Now()
+	first := ta.Search("p")
+	b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "ms/first-search")
+
+	// Keystrokes: every prefix of each query, as typed.
+	var keys []string
+	for _, q := range []string{first.Hits[0].ID, "crude oil", "ng.n30", "elec gen", "weekly"} {
+		for i := 1; i <= len(q); i++ {
+			if strings.TrimSpace(q[:i]) != "" {
+				keys = append(keys, q[:i])
+			}
+		}
+	}
+	var worst time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		q := keys[i%len(keys)]
+		t := time.Now()
+		r := ta.Search(q)
+		if d := time.Since(t); d > worst {
+			worst = d
+		}
+		if r.Error != "" {
+			b.Fatal(r.Error)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/keystroke")
+	b.ReportMetric(float64(worst.Microseconds())/1000, "ms/worst-keystroke")
+	_ = app.SearchLimit
+}
