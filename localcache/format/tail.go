@@ -324,7 +324,9 @@ func (t *Tail) Block(i int) (b *Batch, err error) {
 	return b, nil
 }
 
-// BlockSeries decodes the series column of row group i (for Verify).
+// BlockSeries decodes the series column of row group i (for Verify, after
+// the file's SHA-256 matched: it uses arrow-go's column reader, which
+// trusts the page sizes of the file).
 func (t *Tail) BlockSeries(i int) (s []uint32, err error) {
 	if i < 0 || i >= t.NumBlocks {
 		return nil, corrupt(TailFile, -1, "block %d out of range (%d blocks)", i, t.NumBlocks)

@@ -92,6 +92,12 @@ func decodeChunk[T int32 | int64 | float64](file []byte, c chunkRef, block, col 
 				}
 			}
 		case enc == parquet.Encodings.DeltaBinaryPacked:
+			// A packed value takes at most its width plus a share of the
+			// block headers: refuse a page that claims more before
+			// allocating for it.
+			if int64(h.uncompressed) > int64(nv)*int64(width+2)+64 {
+				return bad("DELTA_BINARY_PACKED page of %d bytes for %d values", h.uncompressed, nv)
+			}
 			data, release, err := decompressScratch(c.codec, payload, int(h.uncompressed))
 			if err != nil {
 				return bad("%v", err)
@@ -147,9 +153,6 @@ func decompressInto(codec compress.Compression, payload, dst []byte) error {
 func decompressScratch(codec compress.Compression, payload []byte, size int) ([]byte, func(), error) {
 	if codec == compress.Codecs.Uncompressed {
 		return payload, func() {}, nil
-	}
-	if size > 1<<28 {
-		return nil, nil, fmt.Errorf("page of %d bytes uncompressed", size)
 	}
 	bp := scratchPool.Get().(*[]byte)
 	if cap(*bp) < size+8*zstdSpare {

@@ -221,7 +221,6 @@ func FuzzOpenTail(f *testing.F) {
 			if blk, err := tl.Block(i); err == nil && int64(blk.Len()) != tl.BlockRows(i) {
 				t.Fatalf("block %d: %d rows, footer says %d", i, blk.Len(), tl.BlockRows(i))
 			}
-			tl.BlockSeries(i)
 		}
 	})
 }
