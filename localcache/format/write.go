@@ -265,6 +265,10 @@ func cookRows(t *Table, progress func(string, int64, int64)) *cooked {
 		f := t.Series[c.order[r]].Frequency
 		if f == "" {
 			f = inferFrequency(seg, t.Period)
+		} else {
+			// Canonical code ("daily" -> D): validate accepted the
+			// spelling; normalization and the index need the code.
+			f, _ = ParseFrequency(string(f))
 		}
 		c.freq[r] = f
 		if f.Intraday() {

@@ -59,3 +59,22 @@ func TestWriteAndRead(t *testing.T) {
 		t.Fatalf("values %v", b.Values)
 	}
 }
+
+func TestWriteCanonicalFrequency(t *testing.T) {
+	tb := &Table{Series: []SeriesMeta{{ID: "X", Frequency: "daily"}}}
+	tb.Append(0, day("2020-01-17"), 1)
+	dir := filepath.Join(t.TempDir(), "s")
+	m, _, err := Write(dir, tb, WriteOptions{Dataset: "t", Created: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, _ := os.ReadFile(filepath.Join(dir, IndexFile))
+	x, err := OpenIndex(ib, m.PeriodType, m.Series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if x.Frequency(0) != Daily || x.First(0) != day("2020-01-17") {
+		t.Fatalf("frequency %q first %d: a spelled-out frequency must normalize as its code", x.Frequency(0), x.First(0))
+	}
+}
