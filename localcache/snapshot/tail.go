@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultTailCacheBytes bounds the decoded cold-tier blocks one snapshot
-// keeps when Options.TailCacheBytes is zero: some 340 row groups of 16Ki
+// keeps when Options.TailCacheBytes is zero: some 680 row groups of 8Ki
 // date32 rows (12 bytes a point decoded), 5.5 million cold points.
 const DefaultTailCacheBytes = 64 << 20
 
