@@ -20,6 +20,7 @@ package client
 import (
 	"context"
 	"crypto/sha256"
+	"encoding"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -358,6 +359,7 @@ type session struct {
 	snapAnswer map[string]string
 	heads      map[string]protocol.Head
 	want       func(string) bool
+	buf        []byte // readMessage's
 
 	// For the watchdog: downloads in progress, when one last got a byte
 	// it asked for (or asked), and whether it gave up on this connection.
@@ -394,6 +396,36 @@ func (s *session) watchdog() {
 			}
 		}
 	}
+}
+
+// readMessage reads the next message into the session's buffer, which
+// the next call reuses: a chunk's data must be consumed before then (it
+// is: written and hashed at once). ReadMessage would allocate and grow a
+// buffer for every 1 MiB chunk frame.
+func (s *session) readMessage() (int, []byte, error) {
+	kind, r, err := s.ws.NextReader()
+	if err != nil {
+		return 0, nil, err
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, 0, protocol.MaxFrame)
+	}
+	b := s.buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // cannot happen below the read limit
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	s.buf = b
+	return kind, b, nil
 }
 
 func (s *session) send(m *protocol.Message) {
@@ -458,7 +490,7 @@ func (s *session) run() (bool, error) {
 		return nil
 	})
 	for {
-		kind, b, err := s.ws.ReadMessage()
+		kind, b, err := s.readMessage()
 		if err != nil && s.stalled.Load() {
 			return s.live, fmt.Errorf("download stalled for %v", e.opts.StallTimeout)
 		}
@@ -713,6 +745,7 @@ type download struct {
 	f       *os.File
 	off     int64     // next expected byte of the current file
 	whole   hash.Hash // SHA-256 of bytes [0, off)
+	mark    []byte    // whole's state at the start of the current chunk
 	chunk   hash.Hash // SHA-256 of the current 4 MiB chunk
 	base    int64     // bytes of earlier files, for progress
 	retries int
@@ -797,6 +830,9 @@ func (s *session) nextFile(d *download) error {
 			d.whole.Write(buf[:n])
 			d.off += int64(n)
 		}
+		if d.mark, err = d.whole.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
+			return err
+		}
 		if err := f.Truncate(d.off); err != nil {
 			return err
 		}
@@ -855,6 +891,7 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 			return err
 		}
 		d.chunk.Write(data[:take])
+		d.whole.Write(data[:take])
 		d.off += take
 		data = data[take:]
 		if d.off%format.ChunkSize == 0 || d.off == fi.Size {
@@ -878,13 +915,15 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 					return err
 				}
 				d.off = start
-				// whole was fed only verified chunks, see below.
+				if err := d.whole.(encoding.BinaryUnmarshaler).UnmarshalBinary(d.mark); err != nil {
+					return err
+				}
 				s.send(&protocol.Message{Type: protocol.TFetch, Dataset: d.man.Dataset, Snapshot: d.man.SnapshotID, File: fi.Name, SHA256: fi.SHA256, Offset: start})
 				return nil
 			}
-			// Feed the verified chunk to the whole-file hash by re-reading
-			// it from the page cache (keeps one copy in flight).
-			if err := feedRange(d.whole, d.f, start, d.off); err != nil {
+			// Verified: the whole-file hash keeps it.
+			var err error
+			if d.mark, err = d.whole.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
 				return err
 			}
 		}
@@ -894,11 +933,6 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 		time.Sleep(time.Duration(float64(len(c.Data)) / float64(s.e.opts.BandwidthLimit) * float64(time.Second)))
 	}
 	return nil
-}
-
-func feedRange(h hash.Hash, f *os.File, from, to int64) error {
-	_, err := io.Copy(h, io.NewSectionReader(f, from, to-from))
-	return err
 }
 
 func (s *session) progressBytes(d *download) {
