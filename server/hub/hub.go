@@ -134,7 +134,20 @@ type out struct {
 	data []byte
 	// done, if set, is closed when the frame was written (or dropped).
 	done chan struct{}
+	// buf, if set, backs data and goes back to chunkBufs once written.
+	buf *[]byte
 }
+
+// chunkBufs recycles the buffers of chunk frames (1 MiB each): a file is
+// read straight into the frame, and the frame's memory is reused.
+var chunkBufs = sync.Pool{New: func() any {
+	b := make([]byte, chunkHeader+protocol.MaxChunk)
+	return &b
+}}
+
+// chunkHeader is the length of a chunk frame's header (kind, sha256,
+// offset).
+const chunkHeader = 1 + 32 + 8
 
 type conn struct {
 	h      *Hub
@@ -212,6 +225,9 @@ func (c *conn) writeLoop() {
 		err := c.ws.WriteMessage(o.kind, o.data)
 		if o.done != nil {
 			close(o.done)
+		}
+		if o.buf != nil {
+			chunkBufs.Put(o.buf)
 		}
 		if err != nil {
 			c.close("write: " + err.Error())
@@ -544,19 +560,24 @@ func (c *conn) fetch(m *protocol.Message, stop <-chan struct{}) {
 		return
 	}
 	off := m.Offset
-	buf := make([]byte, protocol.MaxChunk)
 	for {
-		n, err := f.ReadAt(buf, off)
+		// Read the file straight into the frame, after room for the
+		// header (AppendChunk then leaves the data where it is).
+		bp := chunkBufs.Get().(*[]byte)
+		buf := *bp
+		n, err := f.ReadAt(buf[chunkHeader:], off)
 		if n > 0 {
-			frame := protocol.AppendChunk(make([]byte, 0, 41+n), &protocol.Chunk{SHA256: sum, Offset: off, Data: buf[:n]})
+			frame := protocol.AppendChunk(buf[:0], &protocol.Chunk{SHA256: sum, Offset: off, Data: buf[chunkHeader : chunkHeader+n]})
 			select {
-			case c.bulk <- out{kind: websocket.BinaryMessage, data: frame}:
+			case c.bulk <- out{kind: websocket.BinaryMessage, data: frame, buf: bp}:
 			case <-c.quit:
 				return
 			case <-stop:
 				return
 			}
 			off += int64(n)
+		} else {
+			chunkBufs.Put(bp)
 		}
 		if errors.Is(err, io.EOF) {
 			break
