@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,8 @@ import (
 	"github.com/energyscope/energyscope/internal/companion"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/server"
 )
 
 func TestStatus(t *testing.T) {
@@ -434,5 +437,74 @@ func TestFloatsJSON(t *testing.T) {
 	}{app.Floats{1, math.NaN(), 2.5, math.Inf(1), -3e-7}, app.Float(math.NaN()), nil})
 	if err != nil || string(b) != `{"V":[1,null,2.5,null,-3e-07],"F":null,"N":[]}` {
 		t.Fatalf("%s %v", b, err)
+	}
+}
+
+// TestSyncFromServer: an app with an empty home, pointed at a real server
+// in Settings, downloads the datasets and shows them live.
+func TestSyncFromServer(t *testing.T) {
+	srvHome := t.TempDir()
+	companiontest.CookSamples(t, srvHome)
+	srv, err := server.New(server.Options{Home: srvHome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+
+	a := openTestApp(t, t.TempDir())
+	if st := a.Status(); len(st.Datasets) != 0 || st.Error != "" {
+		t.Fatalf("empty home %+v", st)
+	}
+	s := a.GetSettings()
+	s.Server = hs.URL
+	if r := a.SaveSettings(s); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		sy := a.SyncProgress()
+		live := 0
+		for _, d := range sy.Datasets {
+			if d.State == "live" && d.Local && d.Lag == 0 {
+				live++
+			}
+		}
+		if sy.Online && live == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not live after 60 s: %+v", sy)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := a.Status()
+	if !st.Online || len(st.Datasets) != 3 || st.Datasets[2].State != "live" || st.Datasets[2].LastSyncMS == 0 {
+		t.Fatalf("status %+v", st)
+	}
+	if len(a.rt.named(app.EventSync)) == 0 {
+		t.Fatal("no sync:progress events")
+	}
+	if r := a.Search("MSFT"); len(r.Hits) == 0 || r.Hits[0].ID != "MSFT" {
+		t.Fatalf("search after sync %+v", r)
+	}
+	// A live update shows in the Explorer's data.
+	when := time.Date(2010, 4, 1, 0, 0, 0, 0, time.UTC).Unix()
+	if _, _, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: when, Value: 99.5}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		s := a.Series("MSFT", "2010-04", "2010-04", "", "")
+		if len(s.Values) == 1 && s.Values[0] == 99.5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("live update not seen: %+v", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(a.rt.named(app.EventStatus)) == 0 {
+		t.Fatal("no status:changed event after the update")
 	}
 }

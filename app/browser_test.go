@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,8 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/energyscope/energyscope/app"
+	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/server"
 )
 
 // repoRoot is the repository, from app/.
@@ -207,6 +210,22 @@ func TestBrowserUI(t *testing.T) {
 	}
 
 	ta := newTestApp(t)
+	// A real server with the same samples: the app syncs from it (it
+	// already holds its snapshots) and the Sync view shows it live.
+	srvHome := t.TempDir()
+	companiontest.CookSamples(t, srvHome)
+	es, err := server.New(server.Options{Home: srvHome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer es.Close()
+	ehs := httptest.NewServer(es.Handler())
+	defer ehs.Close()
+	set := ta.GetSettings()
+	set.Server = ehs.URL
+	if r := ta.SaveSettings(set); r.Error != "" {
+		t.Fatal(r.Error)
+	}
 	srv := newStubServer(t, ta)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -255,7 +274,7 @@ func TestBrowserUI(t *testing.T) {
 	if err != nil || len(rows) != 25 || rows[0][1] != "MSFT" || rows[0][2] != "IBM" {
 		t.Fatalf("exported rows %v %v", err, len(rows))
 	}
-	for _, shot := range []string{"ui-status.png", "ui-explorer.png", "ui-export.png", "ui-excel.png"} {
+	for _, shot := range []string{"ui-status.png", "ui-sync.png", "ui-explorer.png", "ui-export.png", "ui-excel.png"} {
 		if fi, err := os.Stat(filepath.Join(art, shot)); err != nil || fi.Size() < 5000 {
 			t.Errorf("screenshot %s: %v", shot, err)
 		}

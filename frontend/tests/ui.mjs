@@ -112,8 +112,12 @@ try {
   await page.screenshot({ path: `${artifacts}/ui-export.png` });
 
   // The other views render.
+  // Sync: the three datasets live from the test's server.
   await page.click('#tab-sync');
-  await page.waitForSelector('#view-sync table');
+  await page.waitForFunction(() => [...document.querySelectorAll('#view-sync tbody tr')].filter((r) => r.textContent.includes('live')).length === 3, null, { timeout: 60000 });
+  const online = await page.$eval('#view-sync .panel', (e) => e.textContent);
+  check('sync online', online.includes('Online'), online);
+  await page.screenshot({ path: `${artifacts}/ui-sync.png` });
   await page.click('#tab-excel');
   await page.waitForSelector('#manifest-url');
   const manifest = await page.$eval('#manifest-url', (e) => e.textContent);

@@ -64,7 +64,7 @@ export class StatusView implements View {
       h('td', { class: 'num' }, num(d.series)),
       h('td', { class: 'num' }, num(d.rows)),
       h('td', { class: 'num' }, num(d.seq)),
-      h('td', { class: 'num' }, d.headSeq ? num(d.lag) : '—'),
+      h('td', { class: 'num' }, d.headSeq || d.state === 'live' ? num(d.lag) : '—'),
       h('td', {}, ago(d.lastSyncMs)),
       h('td', { class: 'num' }, bytes(d.diskBytes)),
       h('td', { class: 'mono small', title: d.snapshotId }, d.snapshotId.slice(0, 12)),

@@ -57,6 +57,7 @@ export class SyncView implements View {
       const pct = d.bytesTotal > 0 ? Math.min(100, (100 * d.bytesDone) / d.bytesTotal) : d.state === 'live' || d.local ? 100 : 0;
       const dl = d.state === 'downloading' && d.bytesTotal > 0;
       const subscribed = all || s.subscribed.includes(d.name);
+      const known = d.headSeq > 0 || d.state === 'live'; // the server's seq is known
       return h('tr', {},
         h('td', {}, h('label', { class: 'check' },
           h('input', { type: 'checkbox', class: 'sub', 'data-name': d.name, checked: subscribed, disabled: !s.configured }),
@@ -66,8 +67,8 @@ export class SyncView implements View {
           h('div', { class: 'bar', title: `${pct.toFixed(0)}%` }, h('div', { class: 'bar-fill', style: `width:${pct}%` })),
           h('div', { class: 'small muted' }, dl ? `${bytes(d.bytesDone)} of ${bytes(d.bytesTotal)} · ${bytes(d.rate)}/s · ${duration(d.etaSeconds)} left` : d.local ? 'on this computer' : 'not downloaded')),
         h('td', { class: 'num' }, num(d.seq)),
-        h('td', { class: 'num' }, d.headSeq ? num(d.headSeq) : '—'),
-        h('td', { class: 'num' }, d.headSeq ? num(d.lag) : '—'),
+        h('td', { class: 'num' }, known ? num(d.headSeq) : '—'),
+        h('td', { class: 'num' }, known ? num(d.lag) : '—'),
         h('td', {}, ago(d.lastSyncMs)));
     });
     const table = h('table', { class: 'grid' },
