@@ -297,7 +297,9 @@ func (e *Engine) backoff() time.Duration {
 }
 
 // session runs one connection. live reports whether it got as far as
-// being current (to reset the backoff).
+// being current, or verified a chunk of a download (to reset the backoff:
+// a download over a link that keeps dropping makes progress with every
+// connection and must not wait longer and longer between them).
 func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	u, err := url.Parse(e.opts.Server)
 	if err != nil {
@@ -337,7 +339,8 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	go s.watchdog()
 	stop := context.AfterFunc(ctx, func() { ws.Close() })
 	defer stop()
-	return s.run()
+	live, err = s.run()
+	return live || s.verified, err
 }
 
 // session is one connection's state; only its reader goroutine touches it
@@ -360,6 +363,7 @@ type session struct {
 	heads      map[string]protocol.Head
 	want       func(string) bool
 	buf        []byte // readMessage's
+	verified   bool   // a chunk of a download verified on this connection
 
 	// For the watchdog: downloads in progress, when one last got a byte
 	// it asked for (or asked), and whether it gave up on this connection.
@@ -922,6 +926,7 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 				return nil
 			}
 			// Verified: the whole-file hash keeps it.
+			s.verified = true
 			var err error
 			if d.mark, err = d.whole.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
 				return err
