@@ -1,0 +1,395 @@
+package client_test
+
+// In-process tests of the sync engine against the real server and hub:
+// server restarts (crash between the history and the store), rebase by
+// download when a local compaction does not match, refused connections
+// (tokens, malformed or oversize frames, unknown protocol versions) with
+// the local data still serving, and corruption of single frames in
+// transit (a chunk's bytes, a chunk's header).
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server"
+	"github.com/energyscope/energyscope/sync/client"
+)
+
+// logBuf collects log output for assertions; safe for concurrent use.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// count returns how many lines contain every one of subs.
+func (l *logBuf) count(subs ...string) int {
+	n := 0
+	for _, line := range strings.Split(l.String(), "\n") {
+		ok := true
+		for _, s := range subs {
+			ok = ok && strings.Contains(line, s)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logBuf) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// dumpOnFailure logs the collected lines if the test failed.
+func (l *logBuf) dumpOnFailure(t *testing.T, name string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			s := l.String()
+			if len(s) > 16<<10 {
+				s = "..." + s[len(s)-16<<10:]
+			}
+			t.Logf("--- %s log:\n%s", name, s)
+		}
+	})
+}
+
+// rig is an in-process server on a home, behind httptest.
+type rig struct {
+	t    *testing.T
+	home string
+	srv  *server.Server
+	hs   *httptest.Server
+	log  *logBuf
+}
+
+func startRig(t *testing.T, home string, tokens *server.Tokens) *rig {
+	t.Helper()
+	r := &rig{t: t, home: home, log: &logBuf{}}
+	r.log.dumpOnFailure(t, "server "+home)
+	var err error
+	r.srv, err = server.New(server.Options{Home: home, Logger: r.log.logger(), Tokens: tokens, CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.hs = httptest.NewServer(r.srv.Handler())
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *rig) close() {
+	if r.hs != nil {
+		r.hs.CloseClientConnections()
+		r.hs.Close()
+		r.srv.Close()
+		r.hs = nil
+	}
+}
+
+func (r *rig) ingest(recs ...delta.Record) uint64 {
+	r.t.Helper()
+	_, last, err := r.srv.Ingest("stocks", recs)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return last
+}
+
+// row is an upsert of series id at day d (days after 2030-01-01).
+func row(id string, d int, v float64) delta.Record {
+	return delta.Record{Op: delta.Upsert, SeriesID: id, Period: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, d).Unix(), Value: v}
+}
+
+// comp is a companion: a store and an engine running on it.
+type comp struct {
+	t      *testing.T
+	st     *localcache.Store
+	eng    *client.Engine
+	log    *logBuf
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func openCompStore(t *testing.T, home string) *localcache.Store {
+	t.Helper()
+	st, err := localcache.Open(home, &localcache.Options{CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// startComp runs an engine on st until stop (or the test's end).
+func startComp(t *testing.T, st *localcache.Store, sink client.Sink, o client.Options) *comp {
+	t.Helper()
+	c := &comp{t: t, st: st, log: &logBuf{}, done: make(chan struct{})}
+	c.log.dumpOnFailure(t, "companion")
+	if sink == nil {
+		sink = wiring.Sink{Store: st}
+	}
+	if o.Name == "" {
+		o.Name = "companion"
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = time.Second
+	}
+	o.Logger = c.log.logger()
+	c.eng = client.New(sink, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go func() { c.eng.Run(ctx); close(c.done) }()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *comp) stop() {
+	c.cancel()
+	<-c.done
+}
+
+// waitFor polls f for up to d.
+func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *comp) waitState(snap string, seq uint64, d time.Duration) {
+	c.t.Helper()
+	waitFor(c.t, d, fmt.Sprintf("companion at snapshot %q seq >= %d", snap, seq), func() bool {
+		_, id, s, err := c.st.State("stocks")
+		return err == nil && (snap == "" || id == snap) && s >= seq
+	})
+}
+
+// sameAsServer checks every touched series and the head against the
+// server's store.
+func sameAsServer(t *testing.T, srv *server.Server, st *localcache.Store, ids ...string) {
+	t.Helper()
+	_, sid, sseq, err := srv.Store().State("stocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cid, cseq, err := st.State("stocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sid != cid || sseq != cseq {
+		t.Fatalf("companion at %s seq %d, server %s seq %d", cid, cseq, sid, sseq)
+	}
+	for _, id := range ids {
+		sp, sv, err1 := srv.Store().Copy(id, -1<<62, 1<<62)
+		cp, cv, err2 := st.Copy(id, -1<<62, 1<<62)
+		if err1 != nil || err2 != nil || !slices.Equal(sp, cp) || !slices.Equal(sv, cv) {
+			t.Fatalf("%s differs: server %v %v %v, companion %v %v %v", id, sp, sv, err1, cp, cv, err2)
+		}
+	}
+}
+
+func newStocksRig(t *testing.T, tokens *server.Tokens) *rig {
+	t.Helper()
+	r := startRig(t, t.TempDir(), tokens)
+	if _, err := r.srv.Replace("stocks", []string{stocks}, stocksOpts); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestServerRestartAfterCrashBetweenHistoryAndStore: the server appends a
+// batch to its history log and then to the store; a crash between the two
+// leaves a record in the history that the store does not have, and the
+// next ingest reuses its seq. After restarts the history must still serve
+// catch-ups: a companion that was behind catches up by deltas (no
+// download) and sees the record the store has, not the orphan.
+func TestServerRestartAfterCrashBetweenHistoryAndStore(t *testing.T) {
+	home := t.TempDir()
+	r := startRig(t, home, nil)
+	if _, err := r.srv.Replace("stocks", []string{stocks}, stocksOpts); err != nil {
+		t.Fatal(err)
+	}
+	snap, _, _ := r.srv.Head("stocks")
+	for i := range 5 {
+		r.ingest(row("T", i, float64(i)))
+	}
+	st := openCompStore(t, t.TempDir())
+	c := startComp(t, st, nil, client.Options{Server: r.hs.URL})
+	c.waitState(snap.Snapshot, 5, 20*time.Second)
+	c.stop()
+
+	// The companion is now behind: 6..10 happen while it is away.
+	for i := 5; i < 10; i++ {
+		r.ingest(row("T", i, float64(i)))
+	}
+	r.close()
+	// The crash: seq 11 reached the history log but not the store.
+	w, _, err := delta.OpenWAL(filepath.Join(home, server.HistoryDir, "stocks"), false, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := row("T", 10, -999)
+	orphan.Seq = 11
+	if err := w.Append([]delta.Record{orphan}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	r = startRig(t, home, nil)
+	if got := r.ingest(row("T", 10, 10)); got != 11 {
+		t.Fatalf("the next ingest got seq %d, want 11 (the orphan's)", got)
+	}
+	c = startComp(t, st, nil, client.Options{Server: r.hs.URL})
+	c.waitState(snap.Snapshot, 11, 20*time.Second)
+	sameAsServer(t, r.srv, st, "T")
+	if n := c.eng.Stats.DownloadRebases.Load(); n != 0 {
+		t.Fatalf("the companion downloaded %d snapshots; the history should have caught it up", n)
+	}
+	c.stop()
+
+	// Restart again: the history log now holds seq 11 twice (the orphan
+	// and the real one). Still usable.
+	r.ingest(row("T", 11, 11))
+	r.close()
+	r = startRig(t, home, nil)
+	if r.log.count("history does not reach back") != 0 {
+		t.Fatal("unexpected")
+	}
+	c = startComp(t, st, nil, client.Options{Server: r.hs.URL})
+	c.waitState(snap.Snapshot, 12, 20*time.Second)
+	sameAsServer(t, r.srv, st, "T")
+	if n := c.eng.Stats.DownloadRebases.Load(); n != 0 || r.log.count("history does not reach back") != 0 {
+		t.Fatalf("downloads %d; server log:\n%s", n, r.log.String())
+	}
+	if v, ok := value(st, "T", row("T", 10, 0).Period); !ok || v != 10 {
+		t.Fatalf("T at day 10 = %v %v, want the stored 10 (not the orphan's -999)", v, ok)
+	}
+}
+
+// mismatchSink is a sink whose local compaction reports different SHA-256s
+// than the server's snapshot: the engine must fall back to downloading.
+type mismatchSink struct {
+	wiring.Sink
+	calls atomic.Int32
+}
+
+func (m *mismatchSink) CompactThrough(ds string, seq uint64) (*format.Manifest, error) {
+	man, err := m.Sink.CompactThrough(ds, seq)
+	if err != nil {
+		return nil, err
+	}
+	m.calls.Add(1)
+	bad := *man
+	bad.Files = slices.Clone(man.Files)
+	bad.Files[0].SHA256 = strings.Repeat("0", 64)
+	return &bad, nil
+}
+
+// TestRebaseBothWays: after a server compaction a live companion rebases
+// by compacting locally; one whose local compaction does not match falls
+// back to downloading the server's snapshot, and both stay live.
+func TestRebaseBothWays(t *testing.T) {
+	r := newStocksRig(t, nil)
+	okStore := openCompStore(t, t.TempDir())
+	badStore := openCompStore(t, t.TempDir())
+	bad := &mismatchSink{Sink: wiring.Sink{Store: badStore}}
+	good := startComp(t, okStore, nil, client.Options{Server: r.hs.URL})
+	mis := startComp(t, badStore, bad, client.Options{Server: r.hs.URL})
+	head, _, _ := r.srv.Head("stocks")
+	var last uint64
+	for i := range 10 {
+		last = r.ingest(row("T", i, float64(i)))
+	}
+	good.waitState(head.Snapshot, last, 20*time.Second)
+	mis.waitState(head.Snapshot, last, 20*time.Second)
+
+	m, err := r.srv.Compact("stocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good.waitState(m.SnapshotID, last, 20*time.Second)
+	waitFor(t, 20*time.Second, "the mismatching companion to download", func() bool {
+		return mis.log.count("download complete", "snapshot="+m.SnapshotID) == 1
+	})
+	mis.waitState(m.SnapshotID, last, 20*time.Second)
+	if good.eng.Stats.LocalRebases.Load() != 1 || good.eng.Stats.DownloadRebases.Load() != 1 || good.log.count("rebased by local compaction", m.SnapshotID) != 1 {
+		t.Fatalf("good companion: %d local rebases, %d downloads", good.eng.Stats.LocalRebases.Load(), good.eng.Stats.DownloadRebases.Load())
+	}
+	if bad.calls.Load() != 1 || mis.eng.Stats.LocalRebases.Load() != 0 || mis.eng.Stats.DownloadRebases.Load() != 2 ||
+		mis.log.count("local compaction differs from the server's snapshot; downloading it") != 1 {
+		t.Fatalf("mismatching companion: %d compactions, %d local rebases, %d downloads", bad.calls.Load(), mis.eng.Stats.LocalRebases.Load(), mis.eng.Stats.DownloadRebases.Load())
+	}
+	// Both still live.
+	last = r.ingest(row("T", 20, 20))
+	good.waitState(m.SnapshotID, last, 20*time.Second)
+	mis.waitState(m.SnapshotID, last, 20*time.Second)
+	sameAsServer(t, r.srv, okStore, "T", "MSFT")
+	sameAsServer(t, r.srv, badStore, "T", "MSFT")
+}
+
+// TestHistoryLostCompanionRecovers: the server's history is gone (deleted
+// while it was down), so it cannot catch a companion that is behind up by
+// deltas and answers its subscribe with the snapshot the companion already
+// holds. The companion must not sit there silently unsubscribed: it
+// retries, and converges as soon as the server publishes a snapshot that
+// covers its head.
+func TestHistoryLostCompanionRecovers(t *testing.T) {
+	home := t.TempDir()
+	r := startRig(t, home, nil)
+	if _, err := r.srv.Replace("stocks", []string{stocks}, stocksOpts); err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := r.srv.Head("stocks")
+	r.ingest(row("T", 0, 0))
+	st := openCompStore(t, t.TempDir())
+	c := startComp(t, st, nil, client.Options{Server: r.hs.URL})
+	c.waitState(head.Snapshot, 1, 20*time.Second)
+	c.stop()
+	r.ingest(row("T", 1, 1))
+	r.close()
+	if err := os.RemoveAll(filepath.Join(home, server.HistoryDir)); err != nil {
+		t.Fatal(err)
+	}
+	r = startRig(t, home, nil)
+	c = startComp(t, st, nil, client.Options{Server: r.hs.URL, MaxBackoff: 300 * time.Millisecond})
+	waitFor(t, 20*time.Second, "the server to tell the companion its history is short", func() bool {
+		return r.log.count("history does not reach back") > 0
+	})
+	m, err := r.srv.Compact("stocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := r.ingest(row("T", 2, 2))
+	c.waitState(m.SnapshotID, last, 20*time.Second)
+	sameAsServer(t, r.srv, st, "T")
+}
