@@ -1,3 +1,5 @@
+//go:build !windows
+
 package hub_test
 
 // Tests of the websocket hub through the real server: authentication at
