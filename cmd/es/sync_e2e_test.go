@@ -79,6 +79,9 @@ func startES(t *testing.T, name string, args ...string) *esProc {
 	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.kill()
+		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			t.Errorf("%s: the race detector reported a data race", p.name)
+		}
 		if t.Failed() {
 			t.Logf("--- %s (%s) stderr, last 8 KB:\n%s", p.name, strings.Join(p.args, " "), lastBytes(p.stderr.String(), 8<<10))
 		}
