@@ -788,7 +788,7 @@ func (s *session) startDownload(man *format.Manifest) error {
 	for _, f := range man.Files {
 		total += f.Size
 	}
-	s.e.DownloadRebasesAdd()
+	s.e.Stats.DownloadRebases.Add(1)
 	s.e.log.Info("downloading snapshot", "dataset", ds, "snapshot", man.SnapshotID, "bytes", total)
 	s.e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {
 		p := dsf(ds)
@@ -797,8 +797,6 @@ func (s *session) startDownload(man *format.Manifest) error {
 	return s.nextFile(d)
 }
 
-// DownloadRebasesAdd counts a download (kept as a method for clarity).
-func (e *Engine) DownloadRebasesAdd() { e.Stats.DownloadRebases.Add(1) }
 
 // nextFile opens the next file that is not complete yet and asks for it
 // from the last verified chunk.
