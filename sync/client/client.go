@@ -797,7 +797,6 @@ func (s *session) startDownload(man *format.Manifest) error {
 	return s.nextFile(d)
 }
 
-
 // nextFile opens the next file that is not complete yet and asks for it
 // from the last verified chunk.
 func (s *session) nextFile(d *download) error {
