@@ -22,16 +22,8 @@ import (
 // arrowBatchRows is the batch size asked of the Parquet reader.
 const arrowBatchRows = 64 << 10
 
-// addParquet reads a Parquet file batch by batch, decoding only the columns
-// the layout uses.
-func (b *Builder) addParquet(f *os.File, name string, size int64, o InputOptions) (FileStats, error) {
-	tx, err := b.begin(name, o)
-	if err != nil {
-		return FileStats{Path: name}, err
-	}
-	return tx.finish(tx.readParquet(f, size))
-}
-
+// readParquet reads a Parquet file batch by batch, decoding only the
+// columns the layout uses.
 func (tx *fileTx) readParquet(f *os.File, size int64) error {
 	pr, err := file.NewParquetReader(f)
 	if err != nil {
@@ -78,33 +70,15 @@ func (tx *fileTx) readParquet(f *os.File, size int64) error {
 	if err != nil {
 		return err
 	}
-	var row int64
-	for rr.Next() {
-		rec := rr.RecordBatch()
-		if err := tx.addBatch(rec, rl, row); err != nil {
-			return err
-		}
-		row += rec.NumRows()
+	return tx.addAll(rl, "parquet", readerNext(rr), func(row int64, _ int) {
 		if tx.o.Progress != nil && nrows > 0 && size > 0 {
 			tx.o.Progress(size*row/nrows, size)
 		}
-	}
-	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return &InputError{File: tx.name, Line: row + 1, Row: true, Err: fmt.Errorf("parquet: %w", err)}
-	}
-	return nil
+	})
 }
 
-// addArrow reads an Arrow IPC file, or an IPC stream when the file has no
+// readArrow reads an Arrow IPC file, or an IPC stream when the file has no
 // file magic.
-func (b *Builder) addArrow(f *os.File, name string, size int64, o InputOptions) (FileStats, error) {
-	tx, err := b.begin(name, o)
-	if err != nil {
-		return FileStats{Path: name}, err
-	}
-	return tx.finish(tx.readArrow(f, size))
-}
-
 func (tx *fileTx) readArrow(f *os.File, size int64) error {
 	var magic [6]byte
 	n, _ := io.ReadFull(f, magic[:])
@@ -118,29 +92,28 @@ func (tx *fileTx) readArrow(f *os.File, size int64) error {
 			return &InputError{File: tx.name, Err: fmt.Errorf("arrow file: %w", err)}
 		}
 		defer r.Close()
-		l, err := tx.resolve(fieldNames(r.Schema()))
+		l, err := tx.layoutOf(r.Schema())
 		if err != nil {
 			return err
 		}
-		if err := tx.checkTypes(r.Schema(), l); err != nil {
-			return err
-		}
-		var row int64
 		nb := r.NumRecords()
-		for i := range nb {
-			rec, err := r.RecordBatch(i)
+		i := 0
+		next := func() (arrow.RecordBatch, error) {
+			if i == nb {
+				return nil, nil
+			}
+			i++
+			rec, err := r.RecordBatch(i - 1)
 			if err != nil {
-				return &InputError{File: tx.name, Line: row + 1, Row: true, Err: fmt.Errorf("arrow batch %d: %w", i, err)}
+				return nil, fmt.Errorf("batch %d: %w", i-1, err)
 			}
-			if err := tx.addBatch(rec, l, row); err != nil {
-				return err
-			}
-			row += rec.NumRows()
-			if tx.o.Progress != nil && size > 0 {
-				tx.o.Progress(size*int64(i+1)/int64(nb), size)
-			}
+			return rec, nil
 		}
-		return nil
+		return tx.addAll(l, "arrow file", next, func(_ int64, i int) {
+			if tx.o.Progress != nil && size > 0 {
+				tx.o.Progress(size*int64(i)/int64(nb), size)
+			}
+		})
 	case n >= 4 && string(magic[:4]) == "FEA1":
 		return &InputError{File: tx.name, Err: fmt.Errorf("%w: Feather v1 (write Feather v2 / Arrow IPC)", ErrUnsupported)}
 	}
@@ -171,25 +144,57 @@ func (tx *fileTx) readArrow(f *os.File, size int64) error {
 		return &InputError{File: tx.name, Err: fmt.Errorf("arrow stream: %w", err)}
 	}
 	defer r.Release()
-	l, err := tx.resolve(fieldNames(r.Schema()))
+	l, err := tx.layoutOf(r.Schema())
 	if err != nil {
 		return err
 	}
-	if err := tx.checkTypes(r.Schema(), l); err != nil {
-		return err
+	return tx.addAll(l, "arrow stream", readerNext(r), nil)
+}
+
+// layoutOf resolves the layout of a schema and checks its column types.
+func (tx *fileTx) layoutOf(sc *arrow.Schema) (layout, error) {
+	l, err := tx.resolve(fieldNames(sc))
+	if err != nil {
+		return l, err
 	}
+	return l, tx.checkTypes(sc, l)
+}
+
+// addAll adds every batch next yields until it returns nil, calling
+// progress (when not nil) with the rows read and batches read so far. A
+// read error names the first row not read.
+func (tx *fileTx) addAll(l layout, what string, next func() (arrow.RecordBatch, error), progress func(rows int64, batches int)) error {
 	var row int64
-	for r.Next() {
-		rec := r.RecordBatch()
+	for n := 1; ; n++ {
+		rec, err := next()
+		if err != nil {
+			return &InputError{File: tx.name, Line: row + 1, Row: true, Err: fmt.Errorf("%s: %w", what, err)}
+		}
+		if rec == nil {
+			return nil
+		}
 		if err := tx.addBatch(rec, l, row); err != nil {
 			return err
 		}
 		row += rec.NumRows()
+		if progress != nil {
+			progress(row, n)
+		}
 	}
-	if err := r.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return &InputError{File: tx.name, Line: row + 1, Row: true, Err: fmt.Errorf("arrow stream: %w", err)}
+}
+
+// readerNext adapts a record reader to addAll; the end of the input is
+// not an error.
+func readerNext(r array.RecordReader) func() (arrow.RecordBatch, error) {
+	return func() (arrow.RecordBatch, error) {
+		if r.Next() {
+			return r.RecordBatch(), nil
+		}
+		if err := r.Err(); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return nil, nil
 	}
-	return nil
 }
 
 func fieldNames(sc *arrow.Schema) []string {

@@ -52,45 +52,31 @@ func writeInput(t *testing.T, path string, recs ...arrow.RecordBatch) {
 	}
 	defer f.Close()
 	sc := recs[0].Schema()
+	type batchWriter interface {
+		Write(arrow.RecordBatch) error
+		Close() error
+	}
+	var w batchWriter
 	switch filepath.Ext(path) {
 	case ".parquet":
-		w, err := pqarrow.NewFileWriter(sc, f,
+		w, err = pqarrow.NewFileWriter(sc, f,
 			parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(3)),
 			pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
 	case ".arrows":
-		w := ipc.NewWriter(f, ipc.WithSchema(sc))
-		for _, r := range recs {
-			if err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		w = ipc.NewWriter(f, ipc.WithSchema(sc))
 	default:
-		w, err := ipc.NewFileWriter(f, ipc.WithSchema(sc))
-		if err != nil {
+		w, err = ipc.NewFileWriter(f, ipc.WithSchema(sc))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range recs {
-			if err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 

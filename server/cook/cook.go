@@ -179,11 +179,15 @@ func (b *Builder) AddFile(path string, o InputOptions) (FileStats, error) {
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		size = fi.Size()
 	}
-	switch kind {
-	case "parquet":
-		return b.addParquet(f, path, size, o)
-	case "arrow":
-		return b.addArrow(f, path, size, o)
+	if kind == "parquet" || kind == "arrow" {
+		tx, err := b.begin(path, o)
+		if err != nil {
+			return FileStats{Path: path}, err
+		}
+		if kind == "parquet" {
+			return tx.finish(tx.readParquet(f, size))
+		}
+		return tx.finish(tx.readArrow(f, size))
 	}
 	var r io.Reader = f
 	if o.Progress != nil {
