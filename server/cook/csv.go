@@ -409,6 +409,26 @@ func (tx *fileTx) skipOrFail(s *csvScanner, err error) error {
 	return &InputError{File: tx.name, Line: s.line, Err: err}
 }
 
+// nextRow returns the next record that has ncol fields, skipping (or
+// failing on, without --skip-bad) bad ones; nil at the end of the input.
+func (tx *fileTx) nextRow(s *csvScanner, ncol int) ([][]byte, error) {
+	for {
+		rec, err := s.next()
+		if err != nil {
+			if err = tx.skipOrFail(s, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if rec == nil || len(rec) == ncol {
+			return rec, nil
+		}
+		if err := tx.bad(s.recLine, false, fmt.Errorf("%w: %d, want %d", ErrFieldCount, len(rec), ncol)); err != nil {
+			return nil, err
+		}
+	}
+}
+
 func (tx *fileTx) readCSVLong(s *csvScanner, l layout) error {
 	t := &tx.b.t
 	ncol := len(l.names)
@@ -417,21 +437,9 @@ func (tx *fileTx) readCSVLong(s *csvScanner, l layout) error {
 		hasMeta = hasMeta || m >= 0
 	}
 	for {
-		rec, err := s.next()
-		if err != nil {
-			if err = tx.skipOrFail(s, err); err != nil {
-				return err
-			}
-			continue
-		}
-		if rec == nil {
-			return nil
-		}
-		if len(rec) != ncol {
-			if err := tx.bad(s.recLine, false, fmt.Errorf("%w: %d, want %d", ErrFieldCount, len(rec), ncol)); err != nil {
-				return err
-			}
-			continue
+		rec, err := tx.nextRow(s, ncol)
+		if rec == nil || err != nil {
+			return err
 		}
 		val := rec[l.value]
 		if len(val) == 0 {
@@ -500,21 +508,9 @@ func (tx *fileTx) readCSVWide(s *csvScanner, l layout) error {
 	vals := make([]float64, len(l.wide))
 	nan := math.NaN()
 	for {
-		rec, err := s.next()
-		if err != nil {
-			if err = tx.skipOrFail(s, err); err != nil {
-				return err
-			}
-			continue
-		}
-		if rec == nil {
-			return nil
-		}
-		if len(rec) != ncol {
-			if err := tx.bad(s.recLine, false, fmt.Errorf("%w: %d, want %d", ErrFieldCount, len(rec), ncol)); err != nil {
-				return err
-			}
-			continue
+		rec, err := tx.nextRow(s, ncol)
+		if rec == nil || err != nil {
+			return err
 		}
 		p, ok := parsePeriod(rec[l.period])
 		if !ok {
