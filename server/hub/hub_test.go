@@ -27,7 +27,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
@@ -500,29 +500,7 @@ func TestThousandSubscribers(t *testing.T) {
 func bigHome(t *testing.T, rows int) string {
 	t.Helper()
 	home := t.TempDir()
-	tb := &format.Table{}
-	const series = 2000
-	r := rand.New(rand.NewPCG(1, 2))
-	per := rows / series
-	for s := range series {
-		tb.Series = append(tb.Series, format.SeriesMeta{ID: fmt.Sprintf("S%05d", s), Frequency: "D"})
-		day := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
-		for i := range per {
-			tb.Append(uint32(s), day+int64(i)*86400, r.Float64()*1000)
-		}
-	}
-	dsDir := filepath.Join(home, localcache.DatasetsDir, "big")
-	tmp, err := format.TempSnapshotDir(dsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _, err := format.Write(tmp, tb, format.WriteOptions{Dataset: "big", Epoch: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := format.Publish(dsDir, tmp, m); err != nil {
-		t.Fatal(err)
-	}
+	companiontest.Publish(t, home, "big", companiontest.RandomTable(rows), format.WriteOptions{Epoch: 1})
 	return home
 }
 

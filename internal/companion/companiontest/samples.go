@@ -1,9 +1,12 @@
-// Package companiontest builds homes for the tests of the companion and
-// the desktop app: the real sample data (server/cook/samples) cooked into
-// datasets, as `es demo` cooks them. It is imported by tests only.
+// Package companiontest builds homes for tests: the real sample data
+// (server/cook/samples) cooked into datasets, as `es demo` cooks them,
+// and synthetic tables published as snapshots. It is imported by tests
+// only.
 package companiontest
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -58,16 +61,42 @@ func CookFile(tb testing.TB, home, dataset, path string, o cook.InputOptions) {
 	if _, err := b.AddFile(path, o); err != nil {
 		tb.Fatalf("cook %s: %v", path, err)
 	}
+	Publish(tb, home, dataset, b.Table(), format.WriteOptions{Epoch: 1, Created: Created})
+}
+
+// Publish writes t as a new snapshot of dataset in home the way a cook
+// does (temp directory, rename, CURRENT moved last) and returns its
+// manifest.
+func Publish(tb testing.TB, home, dataset string, t *format.Table, o format.WriteOptions) *format.Manifest {
+	tb.Helper()
 	dsDir := filepath.Join(home, localcache.DatasetsDir, dataset)
 	tmp, err := format.TempSnapshotDir(dsDir)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, _, err := format.Write(tmp, b.Table(), format.WriteOptions{Dataset: dataset, Epoch: 1, Created: Created})
+	o.Dataset = dataset
+	m, _, err := format.Write(tmp, t, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if _, err := format.Publish(dsDir, tmp, m); err != nil {
 		tb.Fatal(err)
 	}
+	return m
+}
+
+// RandomTable is a table of about rows random daily values (16 bytes a
+// row in data.arrow) over 2,000 series S00000..S01999 from 2000-01-01.
+func RandomTable(rows int) *format.Table {
+	t := &format.Table{}
+	const series = 2000
+	r := rand.New(rand.NewPCG(1, 2))
+	day := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	for s := range series {
+		t.Series = append(t.Series, format.SeriesMeta{ID: fmt.Sprintf("S%05d", s), Frequency: format.Daily})
+		for i := range rows / series {
+			t.Append(uint32(s), day+int64(i)*86400, r.Float64()*1000)
+		}
+	}
+	return t
 }
