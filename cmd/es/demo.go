@@ -16,16 +16,6 @@ import (
 	"github.com/energyscope/energyscope/server/cook/synth"
 )
 
-// demoSamples are the real sample files and how to cook them.
-var demoSamples = []struct {
-	dataset, file string
-	opts          cook.InputOptions
-}{
-	{"iowa", "iowa-electricity.csv", cook.InputOptions{SeriesCol: "source", PeriodCol: "year", ValueCol: "net_generation", Unit: "thousand MWh", Source: "U.S. EIA", Frequency: "A"}},
-	{"stocks", "stocks.csv", cook.InputOptions{SeriesCol: "symbol", PeriodCol: "date", ValueCol: "price", Unit: "USD", Source: "vega-datasets", Frequency: "M"}},
-	{"seattle", "seattle-weather-hourly-normals.csv", cook.InputOptions{Wide: true, PeriodCol: "date", Prefix: "SEA.", Source: "NOAA normals", Frequency: "H"}},
-}
-
 func runDemo(e *env, args []string) error {
 	var home string
 	fset := newFlags(e, "demo", nil)
@@ -68,20 +58,20 @@ func runDemo(e *env, args []string) error {
 	fmt.Fprintf(out, "cooked eia: %d rows, %d series -> %s in %v\n", res.manifest.Rows, res.manifest.Series, res.manifest.SnapshotID, res.elapsed.Round(time.Millisecond))
 
 	// 2. The real samples.
-	for _, s := range demoSamples {
-		b, err := fs.ReadFile(samples.FS, s.file)
+	for _, s := range samples.Sets {
+		b, err := fs.ReadFile(samples.FS, s.File)
 		if err != nil {
 			return err
 		}
-		p := filepath.Join(src, s.file)
+		p := filepath.Join(src, s.File)
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			return err
 		}
-		res, err := cookDataset(e, serverHome, s.dataset, []string{p}, s.opts, 1<<20)
+		res, err := cookDataset(e, serverHome, s.Dataset, []string{p}, s.Opts, 1<<20)
 		if err != nil {
-			return fmt.Errorf("cook %s: %w", s.file, err)
+			return fmt.Errorf("cook %s: %w", s.File, err)
 		}
-		fmt.Fprintf(out, "cooked %s from %s: %d rows, %d series\n", s.dataset, s.file, res.manifest.Rows, res.manifest.Series)
+		fmt.Fprintf(out, "cooked %s from %s: %d rows, %d series\n", s.Dataset, s.File, res.manifest.Rows, res.manifest.Series)
 	}
 
 	// 3. A server on loopback, and a companion that syncs everything into

@@ -18,30 +18,15 @@ import (
 	"github.com/energyscope/energyscope/server/cook/samples"
 )
 
-// Sample is one sample file and how it is cooked.
-type Sample struct {
-	Dataset, File string
-	Opts          cook.InputOptions
-}
-
-// Samples are the three real samples: annual Iowa electricity (ids
-// "Fossil Fuels", ...), monthly stock prices (MSFT, AMZN, IBM, GOOG,
-// AAPL) and Seattle hourly normals (SEA.pressure, ...).
-var Samples = []Sample{
-	{"iowa", "iowa-electricity.csv", cook.InputOptions{SeriesCol: "source", PeriodCol: "year", ValueCol: "net_generation", Unit: "thousand MWh", Source: "U.S. EIA", Frequency: "A"}},
-	{"stocks", "stocks.csv", cook.InputOptions{SeriesCol: "symbol", PeriodCol: "date", ValueCol: "price", Unit: "USD", Source: "vega-datasets", Frequency: "M"}},
-	{"seattle", "seattle-weather-hourly-normals.csv", cook.InputOptions{Wide: true, PeriodCol: "date", Prefix: "SEA.", Source: "NOAA normals", Frequency: "H"}},
-}
-
 // Created is the creation time written into the samples' manifests.
 var Created = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// CookSamples cooks every sample into home/datasets (epoch 1). The files
+// CookSamples cooks every sample set (samples.Sets) into home/datasets (epoch 1). The files
 // are read from the embedded copies, so any test directory works.
 func CookSamples(tb testing.TB, home string) {
 	tb.Helper()
 	src := tb.TempDir()
-	for _, s := range Samples {
+	for _, s := range samples.Sets {
 		b, err := samples.FS.ReadFile(s.File)
 		if err != nil {
 			tb.Fatal(err)
