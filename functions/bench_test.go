@@ -40,7 +40,7 @@ func BenchmarkGetBatch(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				for _, args := range calls {
-					if r := e.Call("ES.Get", args); r.Err != nil {
+					if r := e.Eval("ES.Get", args); r.Err != nil {
 						b.Fatal(r.Err)
 					}
 				}
@@ -56,7 +56,7 @@ func BenchmarkGetMulti(b *testing.B) {
 	args := []any{"S0,S1,S2,S3,S4,S5,S6,S7,S8,S9", "-1Y", "today", "headers=y"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if r := e.Call("ES.Get", args); r.Err != nil {
+		if r := e.Eval("ES.Get", args); r.Err != nil {
 			b.Fatal(r.Err)
 		}
 	}

@@ -12,7 +12,8 @@
 // Map of the package:
 //
 //   - source.go: Source, SeriesInfo and ErrNotFound, the seam to the store.
-//   - engine.go: Engine, Call (dispatch), Result and CellError, argument readers.
+//   - engine.go: Engine, Eval and Call (dispatch), Result and CellError, argument readers.
+//   - grid.go: Grid, a result's cells held by type (numbers unboxed in one []float64).
 //   - dates.go: ParseDate (every date form a cell may hold), ExcelSerial and FromSerial.
 //   - options.go: ParseOptions and Options (per, agg, fill, order, headers, dates,
 //     transpose, last).
@@ -21,10 +22,11 @@
 //   - calendar.go: civil-date arithmetic on unix seconds (buckets, month ends) without
 //     time.Time, for the per-point paths.
 //
-// Invariants: Call never panics on any argument values; every Result is either a Value
-// of at most Engine.MaxCells cells or a CellError; cells hold only float64, string, bool,
-// nil (empty cell) or *CellError (an error in one cell or column, which the bridge turns
-// into a cell error). Times are unix seconds UTC throughout; dates shown to Excel are
+// Invariants: Eval and Call never panic on any argument values; every Result is either a
+// Grid of at most Engine.MaxCells cells or a CellError; cells are finite numbers, string,
+// bool, empty, or *CellError (an error in one cell or column, which the bridge turns
+// into a cell error). Call also boxes the cells into Result.Value ([][]any); the bridge
+// uses Eval and writes the Grid's numbers without boxing them. Times are unix seconds UTC throughout; dates shown to Excel are
 // serial numbers of the 1900 date system, where 25569 is 1970-01-01 and the fraction is
 // the time of day. The user-facing reference is docs/functions.md.
 package functions

@@ -38,12 +38,15 @@ func cellErr(code, format string, args ...any) *CellError {
 	return &CellError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Result is the answer to one call: either Value, rows of cells that spill from the
-// calling cell (every row the same length, at most Engine.MaxCells cells), or Err.
-// A cell is float64 (numbers and dates as serials), string, bool, nil (an empty cell) or
-// *CellError (an error in that cell only).
+// Result is the answer to one call: either cells that spill from the calling cell
+// (every row the same length, at most Engine.MaxCells cells), or Err.
+//
+// Eval gives the cells as Grid, typed (numbers unboxed); Call gives them also as Value,
+// rows of boxed cells: float64 (numbers and dates as serials), string, bool, nil (an
+// empty cell) or *CellError (an error in that cell only).
 type Result struct {
-	Value [][]any
+	Grid  *Grid
+	Value [][]any // Grid.Cells(); set by Call only
 	Err   *CellError
 }
 
@@ -73,37 +76,47 @@ func (e *Engine) maxCells() int {
 // in any case, with or without "ES."; args are as decoded from JSON (string, float64,
 // bool, nil for an omitted argument, [][]any or []any of []any for a range; other Go
 // numeric types are accepted as numbers). Call does not modify args and never panics on
-// any argument values.
+// any argument values. The Result has both Grid and Value; Eval, which the bridge uses,
+// skips boxing the cells into Value.
 func (e *Engine) Call(fn string, args []any) Result {
+	r := e.Eval(fn, args)
+	if r.Grid != nil {
+		r.Value = r.Grid.Cells()
+	}
+	return r
+}
+
+// Eval is Call without Result.Value: the cells are only in Result.Grid.
+func (e *Engine) Eval(fn string, args []any) Result {
 	name := strings.TrimSpace(fn)
 	if len(name) > 3 && strings.EqualFold(name[:3], "es.") {
 		name = name[3:]
 	}
 	args = normalizeArgs(args)
 	var (
-		v   [][]any
+		g   *Grid
 		err *CellError
 	)
 	switch {
 	case e.Src == nil:
 		err = cellErr(CodeNA, "no data source")
 	case strings.EqualFold(name, "get"):
-		v, err = e.get(args)
+		g, err = e.get(args)
 	case strings.EqualFold(name, "latest"):
-		v, err = e.latest(args)
+		g, err = e.latest(args)
 	case strings.EqualFold(name, "live"):
-		v, err = e.live(args)
+		g, err = e.live(args)
 	case strings.EqualFold(name, "info"):
-		v, err = e.info(args)
+		g, err = e.info(args)
 	case strings.EqualFold(name, "search"):
-		v, err = e.search(args)
+		g, err = e.search(args)
 	default:
 		err = cellErr(CodeValue, "unknown function %q; want ES.Get, ES.Latest, ES.Info, ES.Search or ES.Live", clip(fn))
 	}
 	if err != nil {
 		return Result{Err: err}
 	}
-	return Result{Value: v}
+	return Result{Grid: g}
 }
 
 // normalizeArgs returns args with top-level numbers as float64 and 1-D ranges as
@@ -409,24 +422,6 @@ func tooMany(args []any, n int, fn, sig string) *CellError {
 		n+1, fn, n, plural, sig, len(args))
 }
 
-// carve returns rows x cols cells as rows carved from one backing slice, and the slice.
-func carve(rows, cols int) ([][]any, []any) {
-	backing := make([]any, rows*cols)
-	out := make([][]any, rows)
-	for i := range out {
-		out[i] = backing[i*cols : (i+1)*cols : (i+1)*cols]
-	}
-	return out, backing
-}
-
 func tooLarge(cells int) *CellError {
 	return cellErr(CodeNum, "result too large (%d cells); narrow the range or use last=", cells)
-}
-
-// finite boxes v as a cell, or nil for NaN and infinities (which JSON cannot carry).
-func finite(v float64) any {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return v
 }

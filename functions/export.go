@@ -3,7 +3,6 @@ package functions
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 )
@@ -111,52 +110,13 @@ func countDistinct(p []int64) int {
 // cut off). row is reused between calls; fn must not keep it. An error from fn stops
 // the walk and is returned.
 func (f *Frame) Rows(fn func(i int, date int64, row []float64) error) error {
-	n := len(f.cols)
-	k := make([]int, n)
-	prev := make([]float64, n)
-	row := make([]float64, n)
 	if len(f.Dates) == 0 {
 		return nil
 	}
-	for j, c := range f.cols {
-		k[j], _ = slices.BinarySearch(c.periods, f.Dates[0])
-		prev[j] = math.NaN()
-		if f.Fill == FillPrev {
-			for b := k[j] - 1; b >= 0; b-- {
-				if finiteValue(c.values[b]) {
-					prev[j] = c.values[b]
-					break
-				}
-			}
-		}
-	}
-	for i, t := range f.Dates {
-		for j := range f.cols {
-			p, v := f.cols[j].periods, f.cols[j].values
-			kk := k[j]
-			for kk < len(p) && p[kk] < t { // repeated dates in the source: the first one counts
-				kk++
-			}
-			x := math.NaN()
-			if kk < len(p) && p[kk] == t {
-				if finiteValue(v[kk]) {
-					x = v[kk]
-				}
-				kk++
-			}
-			k[j] = kk
-			if !math.IsNaN(x) {
-				prev[j] = x
-			} else if f.Fill == FillPrev {
-				x = prev[j]
-			}
-			row[j] = x
-		}
-		if err := fn(i, t, row); err != nil {
-			return err
-		}
-	}
-	return nil
+	var err error
+	walkRows(f.cols, f.Dates, f.Fill, func(i int, t int64, row []float64) bool {
+		err = fn(i, t, row)
+		return err == nil
+	})
+	return err
 }
-
-func finiteValue(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -20,7 +20,7 @@ type column struct {
 // Steps: read arguments; fetch each series; re-sample in place (per=); take the union of
 // dates; keep the last N (last=); check the size; lay out rows (order=, headers=, dates=,
 // transpose=) in one backing slice, filling gaps (fill=).
-func (e *Engine) get(args []any) ([][]any, *CellError) {
+func (e *Engine) get(args []any) (*Grid, *CellError) {
 	if len(args) == 0 {
 		return nil, cellErr(CodeValue, "series: missing; use ES.Get(series, [start], [end], [options...])")
 	}
@@ -96,48 +96,61 @@ func (e *Engine) get(args []any) ([][]any, *CellError) {
 		return nil, tooLarge(cells)
 	}
 
-	// Cell (r, c) of the logical table is out[r][c], or out[c][r] when transposed; both
-	// live in one backing slice, indexed directly as r*rs + c*cs.
-	var out [][]any
-	var cells []any
+	// Cell (r, c) of the logical table is at index r*rs + c*cs of the grid, which is
+	// nr x nc, or nc x nr when transposed.
+	var g *Grid
 	rs, cs := nc, 1
 	if opts.Transpose {
-		out, cells = carve(nc, nr)
+		g = &Grid{Rows: nc, Cols: nr}
 		rs, cs = 1, nr
 	} else {
-		out, cells = carve(nr, nc)
+		g = &Grid{Rows: nr, Cols: nc}
 	}
-	n := len(all)
+	g.Num = make([]float64, nr*nc) // every cell is written below
+	num := g.Num
 	// The i-th date (ascending) sits on logical row first + i*step.
 	first, step := h, 1
 	if opts.Desc {
-		first, step = h+n-1, -1
+		first, step = h+len(all)-1, -1
 	}
 	if h == 1 {
 		if d == 1 {
-			cells[0] = "Date"
+			g.set(0, "Date")
 		}
 		for j, c := range cols {
-			cells[(d+j)*cs] = c.id
+			g.set((d+j)*cs, c.id)
 		}
 	}
-	if d == 1 {
-		for i, t := range all {
-			cells[(first+i*step)*rs] = ExcelSerial(t)
+	walkRows(cols, all, opts.Fill, func(i int, t int64, row []float64) bool {
+		r := (first + i*step) * rs
+		if d == 1 {
+			num[r] = ExcelSerial(t)
 		}
-	}
+		for j, x := range row {
+			num[r+(d+j)*cs] = x
+		}
+		return true
+	})
+	// Cells that are errors: every cell of a failed column (walkRows gave NaN), and with
+	// fill=na every empty one.
 	for j := range cols {
 		c := &cols[j]
-		base := first*rs + (d+j)*cs
-		if c.err != nil {
-			for i := range n {
-				cells[base+i*step*rs] = c.err
-			}
+		cerr := c.err
+		if cerr == nil && opts.Fill != FillNA {
 			continue
 		}
-		fillColumn(cells, c, all, opts.Fill, base, step*rs)
+		for i := range all {
+			k := (first+i*step)*rs + (d+j)*cs
+			if num[k] == num[k] {
+				continue
+			}
+			if cerr == nil { // boxed once, shared by the column's cells
+				cerr = cellErr(CodeNA, "no value for %s on this date", clip(c.id))
+			}
+			g.set(k, cerr)
+		}
 	}
-	return out, nil
+	return g, nil
 }
 
 // fetch reads one series and checks what the Source returned.
@@ -174,45 +187,58 @@ func noData(ids string, from, to int64) *CellError {
 	return cellErr(CodeNA, "no data for %s between %s and %s", ids, formatTime(from), formatTime(to))
 }
 
-// fillColumn writes column c's values against the dates all (ascending) into cells, the
-// i-th date's at base + i*step. A date without a finite value gets fill's treatment; fill=prev
-// starts from the last value before all[0], which last= may have cut off.
-func fillColumn(cells []any, c *column, all []int64, fill Fill, base, step int) {
-	p, v := c.periods, c.values
-	k, _ := slices.BinarySearch(p, all[0]) // first point on or after all[0]
-	var prev, na any                       // boxed once, reused for every filled cell
-	if fill == FillPrev {
-		for b := k - 1; b >= 0; b-- {
-			if prev = finite(v[b]); prev != nil {
-				break
+// walkRows calls fn for each date of all (ascending, not empty), oldest first, with the
+// columns' values on that date: row[j] is column j's, NaN where it has none (no point, a
+// NaN or infinite value, or a failed column). With FillPrev a missing value repeats the
+// column's last one, starting from the last before all[0], which last= may have cut off.
+// Of repeated dates in a column the first counts. row is reused between calls; the walk
+// stops when fn returns false.
+func walkRows(cols []column, all []int64, fill Fill, fn func(i int, t int64, row []float64) bool) {
+	n := len(cols)
+	k := make([]int, n)
+	prev := make([]float64, n)
+	row := make([]float64, n)
+	for j, c := range cols {
+		k[j], _ = slices.BinarySearch(c.periods, all[0])
+		prev[j] = math.NaN()
+		if fill == FillPrev {
+			for b := k[j] - 1; b >= 0; b-- {
+				if finiteValue(c.values[b]) {
+					prev[j] = c.values[b]
+					break
+				}
 			}
 		}
 	}
 	for i, t := range all {
-		for k < len(p) && p[k] < t { // duplicates in the source's periods
-			k++
-		}
-		var cell any
-		if k < len(p) && p[k] == t {
-			cell = finite(v[k])
-			k++
-		}
-		if cell != nil {
-			prev = cell
-		} else {
-			switch fill {
-			case FillPrev:
-				cell = prev
-			case FillNA:
-				if na == nil {
-					na = cellErr(CodeNA, "no value for %s on this date", clip(c.id))
-				}
-				cell = na
+		for j := range cols {
+			p, v := cols[j].periods, cols[j].values
+			kk := k[j]
+			for kk < len(p) && p[kk] < t {
+				kk++
 			}
+			x := math.NaN()
+			if kk < len(p) && p[kk] == t {
+				if finiteValue(v[kk]) {
+					x = v[kk]
+				}
+				kk++
+			}
+			k[j] = kk
+			if x == x {
+				prev[j] = x
+			} else if fill == FillPrev {
+				x = prev[j]
+			}
+			row[j] = x
 		}
-		cells[base+i*step] = cell
+		if !fn(i, t, row) {
+			return
+		}
 	}
 }
+
+func finiteValue(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // unionDates merges the columns' dates into one ascending list without repeats. With one
 // live column it is that column's slice. A few columns merge by scanning their heads; many

@@ -21,7 +21,7 @@ func (e *Engine) lookup(id string) (SeriesInfo, *CellError) {
 }
 
 // latest is ES.Latest(series, [field]) with field value (default), date or both.
-func (e *Engine) latest(args []any) ([][]any, *CellError) {
+func (e *Engine) latest(args []any) (*Grid, *CellError) {
 	if len(args) > 2 {
 		return nil, tooMany(args, 2, "ES.Latest", "series, field")
 	}
@@ -50,7 +50,7 @@ func (e *Engine) latest(args []any) ([][]any, *CellError) {
 }
 
 // live is ES.Live(series): the latest value; the bridge streams updates.
-func (e *Engine) live(args []any) ([][]any, *CellError) {
+func (e *Engine) live(args []any) (*Grid, *CellError) {
 	if len(args) > 1 {
 		return nil, tooMany(args, 1, "ES.Live", "series")
 	}
@@ -67,11 +67,10 @@ func (e *Engine) live(args []any) ([][]any, *CellError) {
 // latestCells answers ES.Latest for each id. value and date keep the shape of the
 // series argument (a row of ids gives a row); both gives a [date, value] row per id.
 // A failed id shows its error in its cells; if every id fails, the call fails.
-func (e *Engine) latestCells(ids idList, field string) ([][]any, *CellError) {
+func (e *Engine) latestCells(ids idList, field string) (*Grid, *CellError) {
 	n := len(ids.ids)
-	dates := make([]any, n)
-	values := make([]any, n)
-	var firstErr *CellError
+	infos := make([]SeriesInfo, n)
+	errs := make([]*CellError, n)
 	fails := 0
 	for k, id := range ids.ids {
 		info, cerr := e.lookup(id)
@@ -79,43 +78,47 @@ func (e *Engine) latestCells(ids idList, field string) ([][]any, *CellError) {
 			cerr = noData(id, MinTime, MaxTime)
 		}
 		if cerr != nil {
-			dates[k], values[k] = cerr, cerr
-			if fails++; firstErr == nil {
-				firstErr = cerr
-			}
+			errs[k] = cerr
+			fails++
 			continue
 		}
-		dates[k], values[k] = ExcelSerial(info.Last), finite(info.LatestValue)
+		infos[k] = info
 	}
 	if fails == n {
-		return nil, firstErr
+		return nil, errs[0]
 	}
-	switch field {
-	case "both":
-		out, _ := carve(n, 2)
-		for k := range n {
-			out[k][0], out[k][1] = dates[k], values[k]
+	// put writes id k's date (field date) or value (otherwise) at index i.
+	put := func(g *Grid, i, k int, field string) {
+		switch {
+		case errs[k] != nil:
+			g.set(i, errs[k])
+		case field == "date":
+			g.setNum(i, ExcelSerial(infos[k].Last))
+		default:
+			g.setNum(i, infos[k].LatestValue)
 		}
-		return out, nil
-	case "date":
-		return shaped(ids, dates), nil
 	}
-	return shaped(ids, values), nil
-}
-
-// shaped lays cells (one per id) out in the shape of the series argument.
-func shaped(ids idList, cells []any) [][]any {
-	out, backing := carve(ids.rows, ids.cols)
+	if field == "both" {
+		g := newGrid(n, 2)
+		for k := range n {
+			put(g, 2*k, k, "date")
+			put(g, 2*k+1, k, "value")
+		}
+		return g, nil
+	}
+	g := newGrid(ids.rows, ids.cols)
 	if ids.pos == nil {
-		copy(backing, cells)
-		return out
+		for k := range n {
+			put(g, k, k, field)
+		}
+		return g, nil
 	}
 	for i, k := range ids.pos {
 		if k >= 0 {
-			backing[i] = cells[k]
+			put(g, i, k, field)
 		}
 	}
-	return out
+	return g, nil
 }
 
 // infoFields are ES.Info's fields in the order of its table.
@@ -159,14 +162,17 @@ func infoField(info SeriesInfo, field string, loc *time.Location) any {
 	case "last":
 		return ExcelSerial(info.Last)
 	case "latest":
-		return finite(info.LatestValue)
+		if finiteValue(info.LatestValue) {
+			return info.LatestValue
+		}
+		return nil
 	}
 	return nil
 }
 
 // info is ES.Info(series, [field]). With a field, one cell per id in the shape of the
 // series argument; without, a table: a label column, then a column per id.
-func (e *Engine) info(args []any) ([][]any, *CellError) {
+func (e *Engine) info(args []any) (*Grid, *CellError) {
 	if len(args) > 2 {
 		return nil, tooMany(args, 2, "ES.Info", "series, field")
 	}
@@ -219,18 +225,18 @@ func (e *Engine) info(args []any) ([][]any, *CellError) {
 	if (n+1)*len(infoFields) > e.maxCells() {
 		return nil, tooLarge((n + 1) * len(infoFields))
 	}
-	out, _ := carve(len(infoFields), n+1)
+	g := newGrid(len(infoFields), n+1)
 	for r, f := range infoFields {
-		out[r][0] = f
+		g.set(r*g.Cols, f)
 		for k := range n {
 			if errs[k] != nil {
-				out[r][k+1] = errs[k]
+				g.set(r*g.Cols+k+1, errs[k])
 			} else {
-				out[r][k+1] = infoField(infos[k], f, loc)
+				g.set(r*g.Cols+k+1, infoField(infos[k], f, loc))
 			}
 		}
 	}
-	return out, nil
+	return g, nil
 }
 
 func isInfoField(f string) bool {
@@ -243,7 +249,7 @@ func isInfoField(f string) bool {
 }
 
 // search is ES.Search(query, [limit]): rows [id, name] in the Source's order.
-func (e *Engine) search(args []any) ([][]any, *CellError) {
+func (e *Engine) search(args []any) (*Grid, *CellError) {
 	if len(args) > 2 {
 		return nil, tooMany(args, 2, "ES.Search", "query, limit")
 	}
@@ -278,11 +284,12 @@ func (e *Engine) search(args []any) ([][]any, *CellError) {
 		return nil, cellErr(CodeNA, "no series match %q", clip(q))
 	}
 	res = res[:min(len(res), limit)]
-	out, _ := carve(len(res), 2)
+	g := newGrid(len(res), 2)
 	for i, s := range res {
-		out[i][0], out[i][1] = s.ID, s.Name
+		g.set(2*i, s.ID)
+		g.set(2*i+1, s.Name)
 	}
-	return out, nil
+	return g, nil
 }
 
 func readLimit(a any) (int, bool) {

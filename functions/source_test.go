@@ -3,6 +3,7 @@ package functions
 import (
 	"encoding/csv"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,6 +197,15 @@ func checkShape(t testing.TB, r Result, maxCells int) {
 	}
 	if len(r.Value) == 0 {
 		t.Fatal("empty Value")
+	}
+	g := r.Grid
+	if g == nil || len(g.Num) != g.Rows*g.Cols || g.Rows != len(r.Value) || g.Cols != len(r.Value[0]) || (g.Other != nil && len(g.Other) != len(g.Num)) {
+		t.Fatalf("Grid does not match Value: %+v", g)
+	}
+	for _, x := range g.Num {
+		if math.IsInf(x, 0) {
+			t.Fatal("infinite number in Grid")
+		}
 	}
 	w := len(r.Value[0])
 	cells := 0

@@ -39,7 +39,7 @@ func evaluate(ctx context.Context, eng *functions.Engine, calls []call, maxCells
 		if used.Load() > int64(maxCells) {
 			return // answered by the budget pass below
 		}
-		r := eng.Call(c.fn, c.args)
+		r := eng.Eval(c.fn, c.args)
 		res[i] = r
 		used.Add(int64(cellsOf(&r)))
 	}
@@ -88,14 +88,14 @@ func evaluate(ctx context.Context, eng *functions.Engine, calls []call, maxCells
 	var over, late *functions.CellError
 	for i := range res {
 		r := &res[i]
-		if total <= maxCells && r.Err == nil && r.Value == nil {
+		if total <= maxCells && r.Err == nil && r.Grid == nil {
 			if timedOut.Load() || ctx.Err() != nil {
 				if late == nil {
 					late = &functions.CellError{Code: functions.CodeNA, Message: "the request took too long and was cut short; recalculate, or split the batch"}
 				}
 				r.Err = late
 			} else {
-				*r = eng.Call(calls[i].fn, calls[i].args)
+				*r = eng.Eval(calls[i].fn, calls[i].args)
 			}
 		}
 		total += cellsOf(r)
@@ -112,10 +112,15 @@ func evaluate(ctx context.Context, eng *functions.Engine, calls []call, maxCells
 
 // cellsOf counts a result's cells; an error is one.
 func cellsOf(r *functions.Result) int {
-	if r.Err != nil || len(r.Value) == 0 {
+	switch {
+	case r.Err != nil:
 		return 1
+	case r.Grid != nil:
+		return max(1, r.Grid.Rows*r.Grid.Cols)
+	case len(r.Value) > 0:
+		return len(r.Value) * len(r.Value[0])
 	}
-	return len(r.Value) * len(r.Value[0])
+	return 1
 }
 
 // bufPool holds request and response buffers. Buffers that grew past

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -310,6 +311,39 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	if gb.String() != wb.String() {
 		t.Fatalf("got\n%s\nwant\n%s", gb.String(), wb.String())
 	}
+	// The same cells as Grids, as the engine gives them.
+	for i := range res {
+		if res[i].Value != nil {
+			res[i] = functions.Result{Grid: toGrid(res[i].Value)}
+		}
+	}
+	gb.Reset()
+	writeResults(&gb, res)
+	if gb.String() != wb.String() {
+		t.Fatalf("grid: got\n%s\nwant\n%s", gb.String(), wb.String())
+	}
+}
+
+// toGrid lays rows of boxed cells out as a Grid.
+func toGrid(v [][]any) *functions.Grid {
+	g := &functions.Grid{Rows: len(v), Cols: len(v[0])}
+	for _, row := range v {
+		for _, c := range row {
+			x := math.NaN()
+			switch c := c.(type) {
+			case float64:
+				x = c
+			case nil:
+			default:
+				if g.Other == nil {
+					g.Other = make([]any, g.Rows*g.Cols)
+				}
+				g.Other[len(g.Num)] = c
+			}
+			g.Num = append(g.Num, x)
+		}
+	}
+	return g
 }
 
 // TestEvaluateBudget: a batch whose results exceed the cell budget answers
@@ -398,8 +432,19 @@ func TestAppendFloat(t *testing.T) {
 		check(math.Float64frombits(rng.Uint64()))
 		check(rng.NormFloat64() * math.Pow10(rng.IntN(30)-10))
 	}
-	for _, f := range []float64{0.1, 0.2, 0.3, 1e-4, 9.9999e-5, 999999999.9999, 1e9 - 0.01, 0.0001, 0.00015, 123.45, -0.05} {
+	for _, f := range []float64{0.1, 0.2, 0.3, 1.1, 2.675, 1e-4, 9.9999e-5, 999999999.9999, 1e9 - 0.01, 0.0001, 0.00015, 123.45, -0.05, 0.30000000000000004, 1e15 - 1, -(1e15 - 1), 1e15 + 2} {
 		check(f)
+	}
+	for _, n := range []uint64{0, 9, 10, 99, 100, 101, 999, 1000, 36526, math.MaxUint64, math.MaxUint64 / 3} {
+		if got, want := string(appendUint(nil, n)), strconv.FormatUint(n, 10); got != want {
+			t.Fatalf("appendUint(%d) = %s", n, got)
+		}
+	}
+	for range 100_000 {
+		n := rng.Uint64() >> rng.IntN(64)
+		if got, want := string(appendUint(nil, n)), strconv.FormatUint(n, 10); got != want {
+			t.Fatalf("appendUint(%d) = %s", n, got)
+		}
 	}
 }
 

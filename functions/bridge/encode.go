@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -24,9 +25,14 @@ type encoder struct {
 
 // result appends {"value":[[...]]} or {"error":{...}}.
 func (e *encoder) result(b []byte, r *functions.Result) []byte {
-	if r.Err != nil {
+	switch {
+	case r.Err != nil:
 		b = append(b, `{"error":`...)
 		b = appendCellError(b, r.Err)
+		return append(b, '}')
+	case r.Grid != nil:
+		b = append(b, `{"value":`...)
+		b = e.grid(b, r.Grid)
 		return append(b, '}')
 	}
 	b = append(b, `{"value":[`...)
@@ -44,6 +50,36 @@ func (e *encoder) result(b []byte, r *functions.Result) []byte {
 		b = append(b, ']')
 	}
 	return append(b, "]}"...)
+}
+
+// grid appends g's rows: numbers straight from g.Num (NaN is null), the
+// other cells through cell.
+func (e *encoder) grid(b []byte, g *functions.Grid) []byte {
+	b = append(b, '[')
+	// Reserve a typical size up front: a date and a price are ~16 bytes with
+	// their separators, and growing a megabyte-sized buffer copies it.
+	b = slices.Grow(b, 2+len(g.Num)*9+g.Rows*3)
+	for r := range g.Rows {
+		if r > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		lo := r * g.Cols
+		for c, x := range g.Num[lo : lo+g.Cols] {
+			if c > 0 {
+				b = append(b, ',')
+			}
+			if g.Other != nil {
+				if o := g.Other[lo+c]; o != nil {
+					b = e.cell(b, o)
+					continue
+				}
+			}
+			b = appendFloat(b, x)
+		}
+		b = append(b, ']')
+	}
+	return append(b, ']')
 }
 
 func (e *encoder) cell(b []byte, c any) []byte {
@@ -89,12 +125,15 @@ func appendFloat(b []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(b, "null"...)
 	}
+	abs := math.Abs(f)
 	// Whole numbers (serial dates, counts): integer formatting is several
 	// times faster than the shortest-float algorithm and gives the same text.
-	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
-		return strconv.AppendInt(b, int64(f), 10)
+	if f == math.Trunc(f) && abs < 1e15 && (f != 0 || !math.Signbit(f)) {
+		if f < 0 {
+			b = append(b, '-')
+		}
+		return appendUint(b, uint64(abs))
 	}
-	abs := math.Abs(f)
 	if abs >= 1e-4 && abs < 1e9 {
 		if b, ok := appendFewDecimals(b, f); ok {
 			return b
@@ -114,6 +153,39 @@ func appendFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// digitPairs is "00" to "99", for writing two digits at a time.
+const digitPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
+
+// appendUint writes n in decimal, as strconv.AppendUint does.
+func appendUint(b []byte, n uint64) []byte {
+	var d [20]byte
+	i := len(d)
+	for n >= 100 {
+		q := n / 100
+		r := n - q*100
+		i -= 2
+		d[i], d[i+1] = digitPairs[2*r], digitPairs[2*r+1]
+		n = q
+	}
+	if n >= 10 {
+		i -= 2
+		d[i], d[i+1] = digitPairs[2*n], digitPairs[2*n+1]
+	} else {
+		i--
+		d[i] = byte('0' + n)
+	}
+	return append(b, d[i:]...)
 }
 
 const hexDigits = "0123456789abcdef"
@@ -173,44 +245,32 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-var pow10 = [...]float64{1, 10, 100, 1000, 10000}
-
-// appendFewDecimals writes f if it is a decimal with at most 4 digits after
-// the point (prices, volumes: most stored values), without the general
-// shortest-float algorithm, which costs several times more. For |f| < 1e9
-// two different decimals of at most 4 places are always more than a float
-// spacing apart, so the decimal that round-trips is the shortest one and
-// the text is exactly strconv's.
+// appendFewDecimals writes f, which is not a whole number and has
+// 1e-4 <= |f| < 1e9, if it is a decimal with at most 4 digits after the
+// point (prices, volumes: most stored values), without the general
+// shortest-float algorithm, which costs several times more.
+//
+// n = round(f * 1e4) is exact in a float64 (|n| < 1e13 < 2^53), and
+// float64(n)/1e4, a correctly rounded division, is the float nearest to the
+// decimal n/10^4; if that is f, the decimal is the shortest text that reads
+// back as f: any other decimal of at most 4 places differs from it by at
+// least 1e-4, far more than a float spacing below 1e9, and a shorter text
+// would be such a decimal. So the text is exactly strconv's.
 func appendFewDecimals(b []byte, f float64) ([]byte, bool) {
-	for k := 1; k < len(pow10); k++ {
-		v := f * pow10[k]
-		if v != math.Trunc(v) {
-			continue
-		}
-		n := int64(v)
-		if float64(n)/pow10[k] != f {
-			return b, false
-		}
-		if n < 0 {
-			b = append(b, '-')
-			n = -n
-		}
-		p := int64(pow10[k])
-		b = strconv.AppendInt(b, n/p, 10)
-		frac := n % p
-		// k digits, zero-padded, then trailing zeros trimmed (frac > 0: f
-		// is not whole, the caller wrote whole numbers already).
-		var d [4]byte
-		for i := k - 1; i >= 0; i-- {
-			d[i] = byte('0' + frac%10)
-			frac /= 10
-		}
-		end := k
-		for end > 1 && d[end-1] == '0' {
-			end--
-		}
-		b = append(b, '.')
-		return append(b, d[:end]...), true
+	n := int64(math.Round(f * 1e4))
+	if float64(n)/1e4 != f {
+		return b, false
 	}
-	return b, false
+	if n < 0 {
+		b = append(b, '-')
+		n = -n
+	}
+	b = appendUint(b, uint64(n/10000))
+	frac := n % 10000 // not 0: f is not whole
+	d := [5]byte{'.', digitPairs[2*(frac/100)], digitPairs[2*(frac/100)+1], digitPairs[2*(frac%100)], digitPairs[2*(frac%100)+1]}
+	end := len(d)
+	for d[end-1] == '0' {
+		end--
+	}
+	return append(b, d[:end]...), true
 }

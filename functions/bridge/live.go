@@ -151,20 +151,6 @@ func fingerprint(st StatusSource) (string, bool) {
 	return string(b), true
 }
 
-func appendUint(b []byte, v uint64) []byte {
-	var tmp [20]byte
-	i := len(tmp)
-	for {
-		i--
-		tmp[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			break
-		}
-	}
-	return append(b, tmp[i:]...)
-}
-
 // notify is the ChangeFeed callback. It never blocks: changed refs
 // accumulate in a set (past maxPending, a full recheck is asked instead)
 // and the loop is woken through a one-slot channel.
@@ -243,18 +229,18 @@ func (h *hub) refresh(refs []string) {
 // message is the update for one series: {"series","value","date"} or
 // {"series","error":{...}}, from ES.Latest(ref, "both").
 func (h *hub) message(ref string) []byte {
-	r := h.eng.Call("ES.Latest", []any{ref, "both"})
+	r := h.eng.Eval("ES.Latest", []any{ref, "both"})
 	b := append([]byte(`{"series":`), appendString(nil, ref)...)
 	var e encoder
 	switch {
 	case r.Err != nil:
 		b = append(b, `,"error":`...)
 		b = appendCellError(b, r.Err)
-	case len(r.Value) == 1 && len(r.Value[0]) == 2:
+	case r.Grid.Rows == 1 && r.Grid.Cols == 2:
 		b = append(b, `,"value":`...)
-		b = e.cell(b, r.Value[0][1])
+		b = e.cell(b, r.Grid.At(0, 1))
 		b = append(b, `,"date":`...)
-		b = e.cell(b, r.Value[0][0])
+		b = e.cell(b, r.Grid.At(0, 0))
 	default: // a ref holding several ids: the row of values
 		b = append(b, `,"error":`...)
 		b = appendCellError(b, &functions.CellError{Code: functions.CodeValue, Message: "ES.Live takes one series per subscription"})
