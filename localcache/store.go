@@ -463,15 +463,16 @@ func (s *Store) locate(ref string) (located, error) {
 	return located{}, fmt.Errorf("%w: %q", ErrNotFound, ref)
 }
 
-// Result is the answer to Get. Points may alias a mapping: they are valid
-// until Release, which must be called exactly once. Read periods with
-// Points.Unix: a series with pending changes comes back in Secs even from
-// a date32 snapshot.
+// Result is the answer to Get. Points may alias a mapping (or a buffer
+// that is reused after Release): they are valid until Release, which must
+// be called exactly once. Read periods with Points.Unix: a series with
+// pending changes comes back in Secs even from a date32 snapshot.
 type Result struct {
 	Dataset   string
 	Frequency format.Frequency
 	Points    snapshot.Points
 	snap      *snapshot.Snapshot
+	buf       *mergeBuf // backs Points of a merged series; back to the pool on Release
 }
 
 // Release lets go of the snapshot reference the points came from.
@@ -480,12 +481,18 @@ func (r *Result) Release() {
 		r.snap.Unref()
 		r.snap = nil
 	}
+	if r.buf != nil {
+		r.buf.put()
+		r.buf = nil
+		r.Points = snapshot.Points{}
+	}
 }
 
 // Get returns the points of series ref with from <= period <= to (unix
 // seconds UTC, bucket starts; use snapshot.MinTime/MaxTime for open ends),
 // the delta shadowing the snapshot. A series without pending changes is a
-// slice of the mapping; one with changes is merged into fresh slices.
+// slice of the mapping; one with changes is merged into a pooled buffer
+// that Release recycles.
 func (s *Store) Get(ref string, from, to int64) (Result, error) {
 	l, err := s.locate(ref)
 	if err != nil {
@@ -500,19 +507,45 @@ func (s *Store) Get(ref string, from, to int64) (Result, error) {
 		}
 		return res, nil
 	}
-	pts, freq, _, err := l.merged(from, to)
+	buf := getMergeBuf()
+	pts, freq, _, err := l.merged(buf, from, to)
 	if err != nil {
+		buf.put()
 		res.Release()
 		return Result{}, fmt.Errorf("get %s: %w", ref, err)
 	}
-	res.Points, res.Frequency = pts, freq
+	res.Points, res.Frequency, res.buf = pts, freq, buf
 	return res, nil
 }
 
-// merged returns base + delta for a pending series in [from, to], and the
-// series' latest metadata from the delta (nil if none), read together with
-// the points: a batch applied meanwhile is in both or in neither.
-func (l located) merged(from, to int64) (snapshot.Points, format.Frequency, *delta.Meta, error) {
+// mergeBuf holds the merged points of one Get of a series with pending
+// changes. They are pooled: merging is the read path of every updated
+// series, and a fresh allocation per read would cost more than the merge.
+type mergeBuf struct {
+	secs []int64
+	vals []float64
+}
+
+var mergePool = sync.Pool{New: func() any { return new(mergeBuf) }}
+
+// maxPooledPoints bounds what a pooled buffer may keep: a read of a
+// huge series should not pin its memory in the pool.
+const maxPooledPoints = 1 << 16
+
+func getMergeBuf() *mergeBuf { return mergePool.Get().(*mergeBuf) }
+
+func (b *mergeBuf) put() {
+	if cap(b.secs) > maxPooledPoints {
+		return
+	}
+	mergePool.Put(b)
+}
+
+// merged merges base + delta for a pending series in [from, to] into buf,
+// and returns the series' latest metadata from the delta (nil if none),
+// read together with the points: a batch applied meanwhile is in both or
+// in neither. The points are valid until buf is reused.
+func (l located) merged(buf *mergeBuf, from, to int64) (snapshot.Points, format.Frequency, *delta.Meta, error) {
 	var base snapshot.Points
 	var freq format.Frequency
 	if l.inBase {
@@ -522,37 +555,95 @@ func (l located) merged(from, to int64) (snapshot.Points, format.Frequency, *del
 		}
 		freq = l.rs.snap.Frequency(l.row)
 	}
-	dp, dfreq, meta, _ := l.rs.delta.Range(l.id, from, to)
-	if freq == "" {
-		freq = dfreq
+	var out snapshot.Points
+	var meta *delta.Meta
+	read := func(dp []delta.Point, dfreq format.Frequency, m *delta.Meta) {
+		out = mergeInto(buf, base, dp)
+		meta = m
+		if freq == "" {
+			freq = dfreq
+		}
 	}
-	return mergePoints(base, dp), freq, meta, nil
+	var ok bool
+	if l.inBase {
+		ok = l.rs.delta.ReadRow(l.row, from, to, read)
+	} else {
+		ok = l.rs.delta.Read(l.id, from, to, read)
+	}
+	if !ok {
+		out = mergeInto(buf, base, nil)
+	}
+	return out, freq, meta, nil
 }
 
 // mergePoints merges a snapshot slice with the delta points of the same
-// series and range: a delta point replaces the base point with the same
-// period; a tombstone removes it.
+// series and range into fresh slices (see mergeInto).
 func mergePoints(base snapshot.Points, dp []delta.Point) snapshot.Points {
+	return mergeInto(&mergeBuf{}, base, dp)
+}
+
+// mergeInto merges a snapshot slice with the delta points of the same
+// series and range into buf: a delta point replaces the base point with
+// the same period; a tombstone removes it. The result is in Secs, with
+// capacity equal to length.
+func mergeInto(buf *mergeBuf, base snapshot.Points, dp []delta.Point) snapshot.Points {
 	n := base.Len() + len(dp)
-	out := snapshot.Points{Secs: make([]int64, 0, n), Values: make([]float64, 0, n)}
-	i, j := 0, 0
-	for i < base.Len() || j < len(dp) {
-		switch {
-		case j == len(dp) || (i < base.Len() && base.Unix(i) < dp[j].Period):
-			out.Secs = append(out.Secs, base.Unix(i))
-			out.Values = append(out.Values, base.Values[i])
-			i++
-			continue
-		case i < base.Len() && base.Unix(i) == dp[j].Period:
+	if cap(buf.secs) < n {
+		buf.secs = make([]int64, n)
+		buf.vals = make([]float64, n)
+	}
+	secs, vals := buf.secs[:n], buf.vals[:n]
+	var k int
+	if base.Secs != nil || base.Len() == 0 {
+		k = mergeSecs(secs, vals, base.Secs, base.Values, dp)
+	} else {
+		k = mergeDays(secs, vals, base.Days, base.Values, dp)
+	}
+	return snapshot.Points{Secs: secs[:k:k], Values: vals[:k:k]}
+}
+
+func mergeDays(secs []int64, vals []float64, days []int32, bv []float64, dp []delta.Point) int {
+	k, i := 0, 0
+	for j := range dp {
+		p := dp[j].Period
+		for ; i < len(days) && int64(days[i])*86400 < p; i++ {
+			secs[k], vals[k] = int64(days[i])*86400, bv[i]
+			k++
+		}
+		if i < len(days) && int64(days[i])*86400 == p {
 			i++ // shadowed by the delta
 		}
 		if !dp[j].Deleted {
-			out.Secs = append(out.Secs, dp[j].Period)
-			out.Values = append(out.Values, dp[j].Value)
+			secs[k], vals[k] = p, dp[j].Value
+			k++
 		}
-		j++
 	}
-	return out
+	for ; i < len(days); i++ {
+		secs[k], vals[k] = int64(days[i])*86400, bv[i]
+		k++
+	}
+	return k
+}
+
+func mergeSecs(secs []int64, vals []float64, bs []int64, bv []float64, dp []delta.Point) int {
+	k, i := 0, 0
+	for j := range dp {
+		p := dp[j].Period
+		for ; i < len(bs) && bs[i] < p; i++ {
+			secs[k], vals[k] = bs[i], bv[i]
+			k++
+		}
+		if i < len(bs) && bs[i] == p {
+			i++ // shadowed by the delta
+		}
+		if !dp[j].Deleted {
+			secs[k], vals[k] = p, dp[j].Value
+			k++
+		}
+	}
+	k += copy(secs[k:], bs[i:])
+	copy(vals[k-(len(bs)-i):], bv[i:])
+	return k
 }
 
 // Copy returns copies of the points of series ref in [from, to] as unix
@@ -605,7 +696,9 @@ func (s *Store) Info(ref string) (Info, error) {
 	if t := l.d.lastSync.Load(); t > 0 {
 		in.Updated = t / 1e9
 	}
-	pts, freq, meta, err := l.merged(snapshot.MinTime, snapshot.MaxTime)
+	buf := getMergeBuf()
+	defer buf.put()
+	pts, freq, meta, err := l.merged(buf, snapshot.MinTime, snapshot.MaxTime)
 	if err != nil {
 		return Info{}, err
 	}

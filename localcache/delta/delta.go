@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -38,18 +39,53 @@ type Base interface {
 // Delta is the in-memory view of the pending records over one snapshot.
 // Readers take mu for reading only for series whose bit in touched is set
 // (or that the snapshot lacks); every other series reads the snapshot
-// alone, without a lock.
+// alone, without a lock. A batch is applied under mu held for writing, so
+// a reader sees all of it or none of it.
 type Delta struct {
 	base Base
 
 	mu      sync.RWMutex       // held for writing while a batch is applied
 	series  map[string]*Series // guarded by mu
+	byRow   []*Series          // snapshot row -> its pending series (nil if none); guarded by mu, allocated on first use
 	rows    int                // distinct (series, period) entries; guarded by mu
-	records []Record           // applied records in seq order, for compaction and rebasing; guarded by mu
+	records recordLog          // applied records in seq order, for compaction and rebasing; guarded by mu
 
 	touched []atomic.Uint64 // bit per snapshot row: the series has pending changes
 	lastSeq atomic.Uint64
 	bytes   atomic.Int64
+}
+
+// recordLog is an append-only list of records kept in fixed-size chunks,
+// so that appending never copies what is already there (a delta may hold
+// millions of records).
+type recordLog struct {
+	chunks [][]Record
+	n      int
+}
+
+const recordChunk = 4096
+
+func (l *recordLog) append(r *Record) {
+	if k := len(l.chunks); k == 0 || len(l.chunks[k-1]) == recordChunk {
+		l.chunks = append(l.chunks, make([]Record, 0, recordChunk))
+	}
+	c := &l.chunks[len(l.chunks)-1]
+	*c = append(*c, *r)
+	l.n++
+}
+
+func (l *recordLog) at(i int) *Record { return &l.chunks[i/recordChunk][i%recordChunk] }
+
+// after copies the records with seq > seq (records are in seq order).
+func (l *recordLog) after(seq uint64) []Record {
+	i := sort.Search(l.n, func(i int) bool { return l.at(i).Seq > seq })
+	out := make([]Record, 0, l.n-i)
+	for i < l.n {
+		c := l.chunks[i/recordChunk][i%recordChunk:]
+		out = append(out, c...)
+		i += len(c)
+	}
+	return out
 }
 
 // New returns an empty delta over base; lastSeq is the highest seq the
@@ -73,14 +109,14 @@ func (d *Delta) Touched(row uint32) bool {
 func (d *Delta) Stats() (series, rows, records int, bytes int64) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return len(d.series), d.rows, len(d.records), d.bytes.Load()
+	return len(d.series), d.rows, d.records.n, d.bytes.Load()
 }
 
 // Empty reports whether nothing is pending.
 func (d *Delta) Empty() bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return len(d.records) == 0
+	return d.records.n == 0
 }
 
 // Apply makes the records of an already validated and durable batch
@@ -91,6 +127,7 @@ func (d *Delta) Apply(batch []Record) int {
 	defer d.mu.Unlock()
 	last := d.lastSeq.Load()
 	n := 0
+	var bytes int64
 	for i := range batch {
 		r := &batch[i]
 		if r.Seq <= last {
@@ -98,10 +135,11 @@ func (d *Delta) Apply(batch []Record) int {
 		}
 		last = r.Seq
 		d.applyLocked(r)
-		d.records = append(d.records, *r)
-		d.bytes.Add(int64(len(r.SeriesID)) + 32)
+		d.records.append(r)
+		bytes += int64(len(r.SeriesID)) + 32
 		n++
 	}
+	d.bytes.Add(bytes)
 	d.lastSeq.Store(last)
 	return n
 }
@@ -112,6 +150,10 @@ func (d *Delta) applyLocked(r *Record) {
 		s = &Series{ID: r.SeriesID}
 		if row, ok := d.base.Row(r.SeriesID); ok {
 			s.Freq = d.base.Frequency(row)
+			if d.byRow == nil {
+				d.byRow = make([]*Series, d.base.NumSeries())
+			}
+			d.byRow[row] = s
 			d.touched[row>>6].Or(1 << (row & 63))
 		}
 		d.series[r.SeriesID] = s
@@ -133,17 +175,79 @@ func (d *Delta) applyLocked(r *Record) {
 	}
 	p := s.Freq.Normalize(r.Period)
 	pt := Point{Period: p, Value: r.Value, Deleted: r.Op == Delete}
-	i := sort.Search(len(s.Points), func(i int) bool { return s.Points[i].Period >= p })
-	switch {
-	case i < len(s.Points) && s.Points[i].Period == p:
-		s.Points[i] = pt
-	case i == len(s.Points):
+	np := len(s.Points)
+	if np == 0 || s.Points[np-1].Period < p { // the common case: a new latest point
+		if np == 0 {
+			s.Points = make([]Point, 0, 4)
+		}
 		s.Points = append(s.Points, pt)
 		d.rows++
-	default:
-		s.Points = slices.Insert(s.Points, i, pt)
-		d.rows++
+		return
 	}
+	i := searchPoints(s.Points, p)
+	if s.Points[i].Period == p {
+		s.Points[i] = pt
+		return
+	}
+	s.Points = slices.Insert(s.Points, i, pt)
+	d.rows++
+}
+
+// searchPoints returns the index of the first point with Period >= p.
+func searchPoints(pts []Point, p int64) int {
+	lo, hi := 0, len(pts)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if pts[m].Period < p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// rangeOf returns the points of pts with from <= period <= to.
+func rangeOf(pts []Point, from, to int64) []Point {
+	if from > to {
+		return nil
+	}
+	lo := searchPoints(pts, from)
+	hi := len(pts)
+	if to < math.MaxInt64 {
+		hi = lo + searchPoints(pts[lo:], to+1)
+	}
+	return pts[lo:hi]
+}
+
+// ReadRow calls fn, under the read lock, with the pending points of
+// snapshot row row with from <= period <= to, and the series' frequency
+// and latest metadata. It reports false (without calling fn) when the row
+// has nothing pending. pts is only valid during fn: fn must copy what it
+// keeps and must not call back into d's write methods. This is the read
+// path of a series with pending changes: no allocation, no map lookup.
+func (d *Delta) ReadRow(row uint32, from, to int64, fn func(pts []Point, freq format.Frequency, meta *Meta)) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.byRow == nil || int(row) >= len(d.byRow) || d.byRow[row] == nil {
+		return false
+	}
+	s := d.byRow[row]
+	fn(rangeOf(s.Points, from, to), s.Freq, s.Meta)
+	return true
+}
+
+// Read is ReadRow for a series looked up by id (series the snapshot does
+// not have).
+func (d *Delta) Read(id string, from, to int64, fn func(pts []Point, freq format.Frequency, meta *Meta)) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	s := d.series[id]
+	if s == nil {
+		return false
+	}
+	fn(rangeOf(s.Points, from, to), s.Freq, s.Meta)
+	return true
 }
 
 // Range copies the pending points of id with from <= period <= to and the
@@ -155,10 +259,8 @@ func (d *Delta) Range(id string, from, to int64) (pts []Point, freq format.Frequ
 	if s == nil {
 		return nil, "", nil, false
 	}
-	lo := sort.Search(len(s.Points), func(i int) bool { return s.Points[i].Period >= from })
-	hi := sort.Search(len(s.Points), func(i int) bool { return s.Points[i].Period > to })
-	if lo < hi {
-		pts = slices.Clone(s.Points[lo:hi])
+	if r := rangeOf(s.Points, from, to); len(r) > 0 {
+		pts = slices.Clone(r)
 	}
 	return pts, s.Freq, s.Meta, true
 }
@@ -167,8 +269,7 @@ func (d *Delta) Range(id string, from, to int64) (pts []Point, freq format.Frequ
 func (d *Delta) Records(after uint64) []Record {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	i := sort.Search(len(d.records), func(i int) bool { return d.records[i].Seq > after })
-	return slices.Clone(d.records[i:])
+	return d.records.after(after)
 }
 
 // SeriesIDs lists the series with pending changes, sorted.
