@@ -167,25 +167,38 @@ const digitPairs = "00010203040506070809" +
 	"80818283848586878889" +
 	"90919293949596979899"
 
-// appendUint writes n in decimal, as strconv.AppendUint does.
+// appendUint writes n in decimal, as strconv.AppendUint does, in place:
+// it runs for every date and most values of a response.
 func appendUint(b []byte, n uint64) []byte {
-	var d [20]byte
-	i := len(d)
+	if n < 100 {
+		if n < 10 {
+			return append(b, byte('0'+n))
+		}
+		return append(b, digitPairs[2*n], digitPairs[2*n+1])
+	}
+	w := 3
+	for p := uint64(1000); w < 20 && n >= p; p *= 10 {
+		w++
+	}
+	l := len(b)
+	if cap(b)-l < w {
+		b = slices.Grow(b, w)
+	}
+	b = b[:l+w]
+	i := l + w
 	for n >= 100 {
 		q := n / 100
 		r := n - q*100
 		i -= 2
-		d[i], d[i+1] = digitPairs[2*r], digitPairs[2*r+1]
+		b[i], b[i+1] = digitPairs[2*r], digitPairs[2*r+1]
 		n = q
 	}
 	if n >= 10 {
-		i -= 2
-		d[i], d[i+1] = digitPairs[2*n], digitPairs[2*n+1]
+		b[i-2], b[i-1] = digitPairs[2*n], digitPairs[2*n+1]
 	} else {
-		i--
-		d[i] = byte('0' + n)
+		b[i-1] = byte('0' + n)
 	}
-	return append(b, d[i:]...)
+	return b
 }
 
 const hexDigits = "0123456789abcdef"
@@ -265,12 +278,17 @@ func appendFewDecimals(b []byte, f float64) ([]byte, bool) {
 		b = append(b, '-')
 		n = -n
 	}
-	b = appendUint(b, uint64(n/10000))
-	frac := n % 10000 // not 0: f is not whole
-	d := [5]byte{'.', digitPairs[2*(frac/100)], digitPairs[2*(frac/100)+1], digitPairs[2*(frac%100)], digitPairs[2*(frac%100)+1]}
-	end := len(d)
-	for d[end-1] == '0' {
-		end--
+	u := uint64(n)
+	b = appendUint(b, u/10000)
+	frac := u % 10000 // not 0: f is not whole
+	hi, lo := frac/100, frac%100
+	switch {
+	case lo == 0 && hi%10 == 0:
+		return append(b, '.', byte('0'+hi/10)), true
+	case lo == 0:
+		return append(b, '.', digitPairs[2*hi], digitPairs[2*hi+1]), true
+	case lo%10 == 0:
+		return append(b, '.', digitPairs[2*hi], digitPairs[2*hi+1], byte('0'+lo/10)), true
 	}
-	return append(b, d[:end]...), true
+	return append(b, '.', digitPairs[2*hi], digitPairs[2*hi+1], digitPairs[2*lo], digitPairs[2*lo+1]), true
 }

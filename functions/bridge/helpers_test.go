@@ -94,6 +94,7 @@ type testBridge struct {
 	store  *localcache.Store
 	client *http.Client
 	pool   *x509.CertPool
+	rbuf   bytes.Buffer // responses of post (benchmarks), reused
 }
 
 // startBridge opens home writable and starts a bridge on a free port.
