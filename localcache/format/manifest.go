@@ -194,7 +194,17 @@ func newChunkHasher() *chunkHasher {
 
 func (h *chunkHasher) Write(p []byte) (int, error) {
 	n := len(p)
-	h.whole.Write(p)
+	if n >= parallelMin {
+		// The whole-file hash on another goroutine, the chunk hashes here.
+		done := make(chan struct{})
+		go func(b []byte) {
+			h.whole.Write(b)
+			close(done)
+		}(p)
+		defer func() { <-done }()
+	} else {
+		h.whole.Write(p)
+	}
 	h.size += int64(n)
 	for len(p) > 0 {
 		take := int64(len(p))
