@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/energyscope/energyscope/internal/calendar"
 )
 
 // The bounds of every time this package hands to a Source. An omitted start is MinTime
@@ -34,7 +36,7 @@ const (
 // the fraction. Dates before 1900-03-01 get Excel's own numbering (1900-01-01 is 1);
 // dates before 1900 give serials below 1, which Excel cannot display.
 func ExcelSerial(unix int64) float64 {
-	day := floorDiv(unix, secondsPerDay)
+	day := calendar.FloorDiv(unix, secondsPerDay)
 	sec := unix - day*secondsPerDay
 	off := int64(serialEpoch)
 	if day < dayMar1900 {
@@ -91,7 +93,7 @@ func spanEnd(start int64, p datePrec) int64 {
 	case precDay:
 		return start + secondsPerDay - 1
 	}
-	y, m, _ := civilFromDays(floorDiv(start, secondsPerDay))
+	y, m, _ := calendar.CivilFromDays(calendar.FloorDiv(start, secondsPerDay))
 	n := int64(1)
 	switch p {
 	case precYear:
@@ -100,7 +102,7 @@ func spanEnd(start int64, p datePrec) int64 {
 		n = 3
 	}
 	ny, nm, _ := addMonths(y, m, 1, n)
-	return daysFromCivil(ny, nm, 1)*secondsPerDay - 1
+	return calendar.DaysFromCivil(ny, nm, 1)*secondsPerDay - 1
 }
 
 func bound(start int64, p datePrec, isEnd bool) int64 {
@@ -158,18 +160,18 @@ func ParseDate(s string, now time.Time, isEnd bool) (int64, error) {
 		return 0, errUnreadable(s)
 	}
 	ty, tm, td := now.Date()
-	today := daysFromCivil(int64(ty), int64(tm), int64(td)) * secondsPerDay
+	today := calendar.DaysFromCivil(int64(ty), int64(tm), int64(td)) * secondsPerDay
 	switch {
 	case strings.EqualFold(s, "today"):
 		return bound(today, precDay, isEnd), nil
 	case strings.EqualFold(s, "now"):
 		return min(max(now.Unix(), MinTime), MaxTime), nil
 	case strings.EqualFold(s, "ytd"):
-		return bound(daysFromCivil(int64(ty), 1, 1)*secondsPerDay, precDay, isEnd), nil
+		return bound(calendar.DaysFromCivil(int64(ty), 1, 1)*secondsPerDay, precDay, isEnd), nil
 	case strings.EqualFold(s, "qtd"):
-		return bound(daysFromCivil(int64(ty), (int64(tm)-1)/3*3+1, 1)*secondsPerDay, precDay, isEnd), nil
+		return bound(calendar.DaysFromCivil(int64(ty), (int64(tm)-1)/3*3+1, 1)*secondsPerDay, precDay, isEnd), nil
 	case strings.EqualFold(s, "mtd"):
-		return bound(daysFromCivil(int64(ty), int64(tm), 1)*secondsPerDay, precDay, isEnd), nil
+		return bound(calendar.DaysFromCivil(int64(ty), int64(tm), 1)*secondsPerDay, precDay, isEnd), nil
 	case s[0] == '+' || s[0] == '-':
 		return parseRelative(s, int64(ty), int64(tm), int64(td), isEnd)
 	}
@@ -214,18 +216,18 @@ func parseRelative(s string, ty, tm, td int64, isEnd bool) (int64, error) {
 		n = -n
 	}
 	y, m, d := ty, tm, td
-	day := daysFromCivil(y, m, d)
+	day := calendar.DaysFromCivil(y, m, d)
 	switch s[len(s)-1] | 0x20 { // ASCII lower case
 	case 'd':
 		day += n
 	case 'w':
 		day += 7 * n
 	case 'm':
-		day = daysFromCivil(addMonths(y, m, d, n))
+		day = calendar.DaysFromCivil(addMonths(y, m, d, n))
 	case 'q':
-		day = daysFromCivil(addMonths(y, m, d, 3*n))
+		day = calendar.DaysFromCivil(addMonths(y, m, d, 3*n))
 	case 'y':
-		day = daysFromCivil(addMonths(y, m, d, 12*n))
+		day = calendar.DaysFromCivil(addMonths(y, m, d, 12*n))
 	default:
 		return 0, errUnreadable(s)
 	}
@@ -251,20 +253,20 @@ func parseDigits(s string, isEnd bool) (int64, error) {
 		return 0, errOutOfRange(s)
 	}
 	if len(s) == 4 {
-		return bound(daysFromCivil(y, 1, 1)*secondsPerDay, precYear, isEnd), nil
+		return bound(calendar.DaysFromCivil(y, 1, 1)*secondsPerDay, precYear, isEnd), nil
 	}
 	m := atoi(s[4:6])
 	if m < 1 || m > 12 {
 		return 0, errUnreadable(s)
 	}
 	if len(s) == 6 {
-		return bound(daysFromCivil(y, m, 1)*secondsPerDay, precMonth, isEnd), nil
+		return bound(calendar.DaysFromCivil(y, m, 1)*secondsPerDay, precMonth, isEnd), nil
 	}
 	d := atoi(s[6:8])
-	if d < 1 || d > daysInMonth(y, m) {
+	if d < 1 || d > calendar.DaysInMonth(y, m) {
 		return 0, errUnreadable(s)
 	}
-	return bound(daysFromCivil(y, m, d)*secondsPerDay, precDay, isEnd), nil
+	return bound(calendar.DaysFromCivil(y, m, d)*secondsPerDay, precDay, isEnd), nil
 }
 
 // scanner is a cursor over ASCII date text.
@@ -318,7 +320,7 @@ func parseISO(s string) (t int64, p datePrec, err error) {
 		if !ok || qn < 1 || qn > 4 || !c.done() {
 			return bad()
 		}
-		return daysFromCivil(y, (qn-1)*3+1, 1) * secondsPerDay, precQuarter, nil
+		return calendar.DaysFromCivil(y, (qn-1)*3+1, 1) * secondsPerDay, precQuarter, nil
 	}
 	if sep == 0 {
 		return bad()
@@ -328,17 +330,17 @@ func parseISO(s string) (t int64, p datePrec, err error) {
 		return bad()
 	}
 	if c.done() {
-		return daysFromCivil(y, m, 1) * secondsPerDay, precMonth, nil
+		return calendar.DaysFromCivil(y, m, 1) * secondsPerDay, precMonth, nil
 	}
 	if c.peek() != sep {
 		return bad()
 	}
 	c.i++
 	d, _, ok := c.num(1, 2)
-	if !ok || d < 1 || d > daysInMonth(y, m) {
+	if !ok || d < 1 || d > calendar.DaysInMonth(y, m) {
 		return bad()
 	}
-	t = daysFromCivil(y, m, d) * secondsPerDay
+	t = calendar.DaysFromCivil(y, m, d) * secondsPerDay
 	if c.done() {
 		return t, precDay, nil
 	}
@@ -449,7 +451,7 @@ func parseNumberDate(f float64, isEnd bool) (int64, error) {
 		}
 		return MinTime, nil
 	case whole && f >= 1000 && f <= 9999:
-		return bound(daysFromCivil(int64(f), 1, 1)*secondsPerDay, precYear, isEnd), nil
+		return bound(calendar.DaysFromCivil(int64(f), 1, 1)*secondsPerDay, precYear, isEnd), nil
 	case whole && f >= 10000101 && f <= 99991231:
 		return parseDigits(strconv.FormatInt(int64(f), 10), isEnd)
 	case f >= 1 && f < maxSerial:
@@ -465,9 +467,9 @@ func parseNumberDate(f float64, isEnd bool) (int64, error) {
 // formatTime shows a bound in messages: a day when it is a whole day (or the last second
 // of one, for ends), else a date and time.
 func formatTime(t int64) string {
-	day := floorDiv(t, secondsPerDay)
+	day := calendar.FloorDiv(t, secondsPerDay)
 	sec := t - day*secondsPerDay
-	y, m, d := civilFromDays(day)
+	y, m, d := calendar.CivilFromDays(day)
 	if sec == 0 || sec == secondsPerDay-1 {
 		return fmt.Sprintf("%04d-%02d-%02d", y, m, d)
 	}

@@ -69,16 +69,6 @@ func TestSerialRoundTrip(t *testing.T) {
 }
 
 func TestCalendar(t *testing.T) {
-	for d := int64(-800_000); d < 3_000_000; d += 13 {
-		y, m, dd := civilFromDays(d)
-		tt := time.Unix(d*secondsPerDay, 0).UTC()
-		if int(y) != tt.Year() || time.Month(m) != tt.Month() || int(dd) != tt.Day() {
-			t.Fatalf("civilFromDays(%d) = %d-%d-%d, want %s", d, y, m, dd, tt)
-		}
-		if back := daysFromCivil(y, m, dd); back != d {
-			t.Fatalf("daysFromCivil(%d-%d-%d) = %d, want %d", y, m, dd, back, d)
-		}
-	}
 	for _, c := range []struct {
 		t         int64
 		per       byte

@@ -7,7 +7,7 @@
 // points, re-samples, aligns several series on one date column, and returns a 2-D array
 // that spills. It has no HTTP, no Wails and no store: functions/bridge decodes requests
 // and calls Engine.Call, and localcache.Store satisfies Source without importing this
-// package. It imports only the standard library.
+// package. It imports only the standard library and internal/calendar.
 //
 // Map of the package:
 //
@@ -19,8 +19,8 @@
 //     transpose, last).
 //   - get.go: ES.Get: fetch, re-sample, align on the union of dates, fill, lay out.
 //   - meta.go: ES.Latest, ES.Live, ES.Info and ES.Search.
-//   - calendar.go: civil-date arithmetic on unix seconds (buckets, month ends) without
-//     time.Time, for the per-point paths.
+//   - calendar.go: calendar steps on unix seconds (buckets, month ends) without
+//     time.Time, for the per-point paths, over internal/calendar's day arithmetic.
 //
 // Invariants: Eval and Call never panic on any argument values; every Result is either a
 // Grid of at most Engine.MaxCells cells or a CellError; cells are finite numbers, string,

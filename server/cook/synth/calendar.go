@@ -1,67 +1,25 @@
 package synth
 
-import "time"
+import (
+	"time"
 
-// Calendar arithmetic on proleptic-Gregorian civil dates, done with plain
-// integers so the row loop never touches time.Time.
+	"github.com/energyscope/energyscope/internal/calendar"
+)
 
-// daysFromCivil returns the number of days since 1970-01-01 for y-m-d
-// (H. Hinnant's algorithm, valid for the whole int range we use).
+// Calendar arithmetic on proleptic-Gregorian civil dates is internal/calendar's, done
+// with plain integers so the row loop never touches time.Time; these adapt it to the
+// ints the cursor keeps.
+
 func daysFromCivil(y, m, d int) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := y
-	if era < 0 {
-		era -= 399
-	}
-	era /= 400
-	yoe := y - era*400 // [0, 399]
-	mp := (m + 9) % 12 // March = 0
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return int64(era)*146097 + int64(doe) - 719468
+	return calendar.DaysFromCivil(int64(y), int64(m), int64(d))
 }
 
-// civilFromDays is the inverse of daysFromCivil.
 func civilFromDays(z int64) (y, m, d int) {
-	z += 719468
-	era := z
-	if era < 0 {
-		era -= 146096
-	}
-	era /= 146097
-	doe := int(z - era*146097)                             // [0, 146096]
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // [0, 399]
-	y = yoe + int(era)*400
-	doy := doe - (365*yoe + yoe/4 - yoe/100)
-	mp := (5*doy + 2) / 153
-	d = doy - (153*mp+2)/5 + 1
-	if mp < 10 {
-		m = mp + 3
-	} else {
-		m = mp - 9
-	}
-	if m <= 2 {
-		y++
-	}
-	return y, m, d
+	yy, mm, dd := calendar.CivilFromDays(z)
+	return int(yy), int(mm), int(dd)
 }
 
-func isLeap(y int) bool { return y%4 == 0 && (y%100 != 0 || y%400 == 0) }
-
-func daysIn(y, m int) int {
-	switch m {
-	case 2:
-		if isLeap(y) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
-}
+func daysIn(y, m int) int { return int(calendar.DaysInMonth(int64(y), int64(m))) }
 
 // Frequency codes as they appear in ids and in the frequency column.
 const (
@@ -88,14 +46,6 @@ type bucket = int64
 // weekEpoch is the day number of Monday 1970-01-05.
 const weekEpoch = 4
 
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}
-
 // lastBucket returns the bucket containing instant t (t in UTC).
 func lastBucket(f int, t time.Time) bucket {
 	y, mo, d := t.Date()
@@ -106,7 +56,7 @@ func lastBucket(f int, t time.Time) bucket {
 	case freqD:
 		return day
 	case freqW:
-		return floorDiv(day-weekEpoch, 7)
+		return calendar.FloorDiv(day-weekEpoch, 7)
 	case freqM:
 		return int64(y)*12 + int64(mo) - 1
 	default:
@@ -124,7 +74,7 @@ func firstBucketOnOrAfter(f int, day int64) bucket {
 	case freqD:
 		return day
 	case freqW:
-		return -floorDiv(-(day - weekEpoch), 7) // ceil
+		return -calendar.FloorDiv(-(day - weekEpoch), 7) // ceil
 	case freqM:
 		b := int64(y)*12 + int64(m) - 1
 		if d > 1 {
@@ -146,14 +96,14 @@ func bucketTime(f int, b bucket) time.Time {
 	hour := 0
 	switch f {
 	case freqH:
-		day = floorDiv(b, 24)
+		day = calendar.FloorDiv(b, 24)
 		hour = int(b - day*24)
 	case freqD:
 		day = b
 	case freqW:
 		day = b*7 + weekEpoch
 	case freqM:
-		y := floorDiv(b, 12)
+		y := calendar.FloorDiv(b, 12)
 		return time.Date(int(y), time.Month(b-y*12+1), 1, 0, 0, 0, 0, time.UTC)
 	default:
 		return time.Date(int(b), 1, 1, 0, 0, 0, 0, time.UTC)
