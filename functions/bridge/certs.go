@@ -122,17 +122,8 @@ func serial() (*big.Int, error) {
 }
 
 func newCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, nil, err
-	}
 	host, _ := os.Hostname()
 	tmpl := &x509.Certificate{
-		SerialNumber:                sn,
 		Subject:                     pkix.Name{Organization: []string{"EnergyScope"}, CommonName: "EnergyScope local bridge CA (" + host + ")"},
 		NotBefore:                   now.Add(-time.Hour),
 		NotAfter:                    now.Add(caLifetime),
@@ -144,12 +135,8 @@ func newCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, err
 		PermittedDNSDomains:         loopbackDNS,
 		PermittedIPRanges:           loopbackNets,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	cert, key, err := issue(dir, CAFile, CAKeyFile, "CA", tmpl, nil, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("create CA: %w", err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	if err := writePair(dir, CAFile, CAKeyFile, der, key); err != nil {
 		return nil, nil, err
 	}
 	// The old server certificate was signed by the old CA.
@@ -158,20 +145,11 @@ func newCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, err
 }
 
 func newLeaf(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, nil, err
-	}
 	notAfter := now.Add(leafLifetime)
 	if notAfter.After(ca.NotAfter) {
 		notAfter = ca.NotAfter
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
 		Subject:               pkix.Name{Organization: []string{"EnergyScope"}, CommonName: "127.0.0.1"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              notAfter,
@@ -181,12 +159,32 @@ func newLeaf(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time
 		IPAddresses:           loopbackIPs,
 		DNSNames:              loopbackDNS,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	return issue(dir, CertFile, KeyFile, "server certificate", tmpl, ca, caKey)
+}
+
+// issue makes a new ECDSA P-256 key and a certificate for it from tmpl (given a
+// random serial number), signed by parent's key, or self-signed when parent is nil,
+// and writes both to dir as certName and keyName.
+func issue(dir, certName, keyName, what string, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("create server certificate: %w", err)
+		return nil, nil, err
 	}
-	cert, _ := x509.ParseCertificate(der)
-	if err := writePair(dir, CertFile, KeyFile, der, key); err != nil {
+	if tmpl.SerialNumber, err = serial(); err != nil {
+		return nil, nil, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create %s: %w", what, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create %s: %w", what, err)
+	}
+	if err := writePair(dir, certName, keyName, der, key); err != nil {
 		return nil, nil, err
 	}
 	return cert, key, nil
@@ -206,22 +204,13 @@ func writePair(dir, certName, keyName string, der []byte, key *ecdsa.PrivateKey)
 }
 
 func loadPair(certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	cb, err := os.ReadFile(certPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, errNoCertFile
-	} else if err != nil {
+	cblock, err := readPEM(certPath)
+	if err != nil {
 		return nil, nil, err
 	}
-	kb, err := os.ReadFile(keyPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, errNoCertFile
-	} else if err != nil {
+	kblock, err := readPEM(keyPath)
+	if err != nil {
 		return nil, nil, err
-	}
-	cblock, _ := pem.Decode(cb)
-	kblock, _ := pem.Decode(kb)
-	if cblock == nil || kblock == nil {
-		return nil, nil, fmt.Errorf("%s: not PEM", filepath.Base(certPath))
 	}
 	cert, err := x509.ParseCertificate(cblock.Bytes)
 	if err != nil {
@@ -236,6 +225,21 @@ func loadPair(certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, e
 		return nil, nil, fmt.Errorf("%s does not match %s", filepath.Base(keyPath), filepath.Base(certPath))
 	}
 	return cert, key, nil
+}
+
+// readPEM reads the first PEM block of path; errNoCertFile if there is no file.
+func readPEM(path string) (*pem.Block, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errNoCertFile
+	} else if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, fmt.Errorf("%s: not PEM", filepath.Base(path))
+	}
+	return blk, nil
 }
 
 // writeFileAtomic writes b to path through a temporary file in the same

@@ -155,18 +155,6 @@ func appendFloat(b []byte, f float64) []byte {
 	return b
 }
 
-// digitPairs is "00" to "99", for writing two digits at a time.
-const digitPairs = "00010203040506070809" +
-	"10111213141516171819" +
-	"20212223242526272829" +
-	"30313233343536373839" +
-	"40414243444546474849" +
-	"50515253545556575859" +
-	"60616263646566676869" +
-	"70717273747576777879" +
-	"80818283848586878889" +
-	"90919293949596979899"
-
 // appendUint writes n in decimal, as strconv.AppendUint does, in place:
 // it runs for every date and most values of a response.
 func appendUint(b []byte, n uint64) []byte {
@@ -174,7 +162,7 @@ func appendUint(b []byte, n uint64) []byte {
 		if n < 10 {
 			return append(b, byte('0'+n))
 		}
-		return append(b, digitPairs[2*n], digitPairs[2*n+1])
+		return append(b, byte('0'+n/10), byte('0'+n%10))
 	}
 	w := 3
 	for p := uint64(1000); w < 20 && n >= p; p *= 10 {
@@ -190,11 +178,11 @@ func appendUint(b []byte, n uint64) []byte {
 		q := n / 100
 		r := n - q*100
 		i -= 2
-		b[i], b[i+1] = digitPairs[2*r], digitPairs[2*r+1]
+		b[i], b[i+1] = byte('0'+r/10), byte('0'+r%10)
 		n = q
 	}
 	if n >= 10 {
-		b[i-2], b[i-1] = digitPairs[2*n], digitPairs[2*n+1]
+		b[i-2], b[i-1] = byte('0'+n/10), byte('0'+n%10)
 	} else {
 		b[i-1] = byte('0' + n)
 	}
@@ -281,14 +269,10 @@ func appendFewDecimals(b []byte, f float64) ([]byte, bool) {
 	u := uint64(n)
 	b = appendUint(b, u/10000)
 	frac := u % 10000 // not 0: f is not whole
-	hi, lo := frac/100, frac%100
-	switch {
-	case lo == 0 && hi%10 == 0:
-		return append(b, '.', byte('0'+hi/10)), true
-	case lo == 0:
-		return append(b, '.', digitPairs[2*hi], digitPairs[2*hi+1]), true
-	case lo%10 == 0:
-		return append(b, '.', digitPairs[2*hi], digitPairs[2*hi+1], byte('0'+lo/10)), true
+	d := [5]byte{'.', byte('0' + frac/1000), byte('0' + frac/100%10), byte('0' + frac/10%10), byte('0' + frac%10)}
+	end := len(d)
+	for d[end-1] == '0' {
+		end--
 	}
-	return append(b, '.', digitPairs[2*hi], digitPairs[2*hi+1], digitPairs[2*lo], digitPairs[2*lo+1]), true
+	return append(b, d[:end]...), true
 }
