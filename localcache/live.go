@@ -89,9 +89,11 @@ func (s *Store) LastSeq(dataset string) (uint64, error) {
 }
 
 // Compact folds the dataset's delta into a new snapshot written with the
-// cook's code (format.Write), publishes it beside the old one, swaps the
-// read state and moves CURRENT last, then drops the write-ahead log
-// segments the new snapshot covers. Apply keeps working while the snapshot
+// cook's code (format.WriteSorted, which writes what format.Write would),
+// publishes it beside the old one, moves CURRENT, swaps the read state,
+// then drops the write-ahead log segments the new snapshot covers. If any
+// step up to moving CURRENT fails, the call fails and the old state keeps
+// serving. Apply keeps working while the snapshot
 // is written; readers are never blocked. With nothing pending it returns
 // the current manifest and does nothing. The same base and delta always
 // give byte-identical data, index and hash files.
@@ -236,6 +238,16 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 		snap.Close()
 		return fmt.Errorf("rotate write-ahead log: %w", err)
 	}
+	// CURRENT moves after the snapshot is in place and before the log is
+	// trimmed: a crash before this line restarts on the old snapshot with
+	// the full log, one after it on the new snapshot with the records it
+	// does not cover; both are the same state. It moves before the swap so
+	// that a failure leaves everything as it was: the old state keeps
+	// serving and the call fails (the swap itself cannot fail).
+	if err := format.WriteCurrent(d.dir, m.SnapshotID); err != nil {
+		snap.Close()
+		return fmt.Errorf("move CURRENT: %w", err)
+	}
 	old := cur.snap
 	// Hold the old snapshot until retireLocked has registered its deletion:
 	// with no reader left, the swap would release it first and the
@@ -245,11 +257,6 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 	}
 	d.swap(&readState{snap: snap, delta: dl})
 	d.lastSync.Store(time.Now().UnixNano())
-	// CURRENT moves last: a crash before this line restarts on the old
-	// snapshot with the full log, which is the same state.
-	if err := format.WriteCurrent(d.dir, m.SnapshotID); err != nil {
-		return fmt.Errorf("move CURRENT: %w", err)
-	}
 	dropThrough := covers
 	if newEpoch {
 		dropThrough = ^uint64(0)

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,4 +152,136 @@ func BenchmarkLiveCompact(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkLiveSwapLatency measures Get latency of 8 reader goroutines in
+// steady state and while 100 compactions (each folding a small batch) are
+// published and swapped in, and reports both p99s and their ratio (target
+// <= 2). Every read must succeed. The dataset is smaller than the other
+// live benchmarks' (2,000 series x 75 points) so that 100 compactions
+// take seconds; one iteration is the whole experiment. Readers read in
+// bursts of 100 with 1 ms pauses, about 25% of a core in all.
+func BenchmarkLiveSwapLatency(b *testing.B) {
+	const (
+		series   = 2000
+		readers  = 8
+		compacts = 100
+		steady   = time.Second
+		burst    = 100 // reads between pauses
+		pause    = time.Millisecond
+	)
+	home := b.TempDir()
+	dsDir := filepath.Join(home, DatasetsDir, "bench")
+	t := &format.Table{}
+	for s := 0; s < series; s++ {
+		t.Series = append(t.Series, format.SeriesMeta{ID: fmt.Sprintf("BENCH.S%05d.D", s), Frequency: format.Daily})
+		for p := 0; p < liveBenchPoints; p++ {
+			t.Append(uint32(s), liveBenchDay0+int64(p)*86400, float64(s+p))
+		}
+	}
+	tmp, err := format.TempSnapshotDir(dsDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _, err := format.Write(tmp, t, format.WriteOptions{Dataset: "bench", Epoch: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := format.Publish(dsDir, tmp, m); err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(home, &Options{CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ids := seriesIDs(0, series)
+	applyRows(b, s, ids[:series/10], 1000) // some series read through the merge
+
+	// read runs the readers until stop is closed and returns every
+	// latency they saw.
+	read := func(stop <-chan struct{}) []time.Duration {
+		var wg sync.WaitGroup
+		lat := make([][]time.Duration, readers)
+		for g := range readers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(g), 7))
+				from, to := liveBenchDay0+10*86400, liveBenchDay0+60*86400
+				out := make([]time.Duration, 0, 1<<18)
+				for k := 0; ; k++ {
+					if k%burst == 0 {
+						// Paced, not flat out: 8 spinning readers on a
+						// small machine would starve the compactions
+						// (and measure the scheduler).
+						select {
+						case <-stop:
+							lat[g] = out
+							return
+						case <-time.After(pause):
+						}
+					}
+					t0 := time.Now()
+					r, err := s.Get(ids[rng.IntN(len(ids))], from, to)
+					if err != nil {
+						b.Error(err)
+						lat[g] = out
+						return
+					}
+					n := r.Points.Len()
+					r.Release()
+					out = append(out, time.Since(t0))
+					if n == 0 {
+						b.Error("empty read")
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		var all []time.Duration
+		for _, l := range lat {
+			all = append(all, l...)
+		}
+		return all
+	}
+	p99 := func(l []time.Duration) time.Duration {
+		if len(l) == 0 {
+			return 0
+		}
+		slices.Sort(l)
+		return l[len(l)*99/100]
+	}
+	var steadyP99, swapP99 time.Duration
+	var reads int
+	runtime.GC()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		stop := make(chan struct{})
+		var lat []time.Duration
+		done := make(chan struct{})
+		go func() { lat = read(stop); close(done) }()
+		time.Sleep(steady)
+		close(stop)
+		<-done
+		steadyP99 += p99(lat)
+
+		stop = make(chan struct{})
+		done = make(chan struct{})
+		go func() { lat = read(stop); close(done) }()
+		for range compacts {
+			applyRows(b, s, ids[rand.IntN(series-50):][:50], 100)
+			if _, err := s.Compact("bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		close(stop)
+		<-done
+		swapP99 += p99(lat)
+		reads += len(lat)
+	}
+	b.ReportMetric(float64(steadyP99.Nanoseconds())/float64(b.N), "steady-p99-ns")
+	b.ReportMetric(float64(swapP99.Nanoseconds())/float64(b.N), "swap-p99-ns")
+	b.ReportMetric(float64(swapP99)/float64(steadyP99), "p99-ratio")
+	b.ReportMetric(float64(reads)/float64(b.N), "swap-reads/op")
 }

@@ -534,14 +534,25 @@ func TestLiveFailedWrites(t *testing.T) {
 		// that fail after the new snapshot is in place.
 		block := filepath.Join(home, DatasetsDir, "d", format.CurrentFile+".tmp", "x")
 		os.MkdirAll(block, 0o755)
+		_, before, _, _ := s.State("d")
 		_, err := s.Compact("d")
 		os.RemoveAll(filepath.Dir(block))
 		if err == nil {
 			t.Fatal("compaction that could not move CURRENT succeeded")
 		}
-		// Serving the new snapshot or the old one, the data are the same,
-		// and a restart (old CURRENT, whole log) agrees.
+		// The failed call changed nothing: the old snapshot keeps serving,
+		// as CURRENT names it, with the same data, and a restart (old
+		// CURRENT, whole log) agrees.
+		if _, now, _, _ := s.State("d"); now != before || liveCurrent(t, home, "d") != before {
+			t.Fatalf("after a failed compaction the store serves %s and CURRENT names %s; both should still be %s", now, liveCurrent(t, home, "d"), before)
+		}
 		same("after CURRENT failed to move")
+		if m, err := s.Compact("d"); err != nil {
+			t.Fatalf("compaction once CURRENT can move: %v", err)
+		} else if _, now, _, _ := s.State("d"); now != m.SnapshotID || liveCurrent(t, home, "d") != m.SnapshotID {
+			t.Fatalf("after the retry the store serves %s, CURRENT names %s, the compaction made %s", now, liveCurrent(t, home, "d"), m.SnapshotID)
+		}
+		same("after the retry")
 		s.Close()
 		s = liveOpen(t, home, opts)
 		same("reopened after CURRENT failed to move")
