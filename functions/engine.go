@@ -281,6 +281,13 @@ func readIDs(a any, name string, maxCells int) (idList, *CellError) {
 	case nil:
 		return l, cellErr(CodeValue, "%s: missing", name)
 	case string:
+		if !strings.Contains(v, ",") { // one id: the common case, without the split
+			if id := strings.TrimSpace(v); id != "" {
+				l.ids = []string{id}
+			}
+			l.rows, l.cols = 1, len(l.ids)
+			break
+		}
 		for part := range strings.SplitSeq(v, ",") {
 			if id := strings.TrimSpace(part); id != "" {
 				if len(l.ids) == MaxSeries {

@@ -20,9 +20,23 @@ type Grid struct {
 	Other      []any
 }
 
+// smallGrid is a Grid of up to two cells in one allocation: ES.Latest answers, of which
+// a batch may hold ten thousand.
+type smallGrid struct {
+	g   Grid
+	num [2]float64
+}
+
 // newGrid returns a rows x cols grid of empty cells.
 func newGrid(rows, cols int) *Grid {
-	g := &Grid{Rows: rows, Cols: cols, Num: make([]float64, rows*cols)}
+	var g *Grid
+	if n := rows * cols; n <= 2 {
+		s := &smallGrid{g: Grid{Rows: rows, Cols: cols}}
+		g = &s.g
+		g.Num = s.num[:n:n]
+	} else {
+		g = &Grid{Rows: rows, Cols: cols, Num: make([]float64, n)}
+	}
 	nan := math.NaN()
 	for i := range g.Num {
 		g.Num[i] = nan

@@ -69,9 +69,17 @@ func (e *Engine) live(args []any) (*Grid, *CellError) {
 // A failed id shows its error in its cells; if every id fails, the call fails.
 func (e *Engine) latestCells(ids idList, field string) (*Grid, *CellError) {
 	n := len(ids.ids)
-	infos := make([]SeriesInfo, n)
-	errs := make([]*CellError, n)
-	fails := 0
+	var (
+		info1 [1]SeriesInfo // one id, the common case: no allocation
+		err1  [1]*CellError
+		infos = info1[:]
+		errs  = err1[:]
+		fails int
+	)
+	if n > 1 {
+		infos = make([]SeriesInfo, n)
+		errs = make([]*CellError, n)
+	}
 	for k, id := range ids.ids {
 		info, cerr := e.lookup(id)
 		if cerr == nil && info.Count == 0 {
@@ -200,9 +208,17 @@ func (e *Engine) info(args []any) (*Grid, *CellError) {
 	}
 	loc := e.now().Location()
 	n := len(ids.ids)
-	infos := make([]SeriesInfo, n)
-	errs := make([]*CellError, n)
-	fails := 0
+	var (
+		info1 [1]SeriesInfo // one id, the common case: no allocation
+		err1  [1]*CellError
+		infos = info1[:]
+		errs  = err1[:]
+		fails int
+	)
+	if n > 1 {
+		infos = make([]SeriesInfo, n)
+		errs = make([]*CellError, n)
+	}
 	for k, id := range ids.ids {
 		if infos[k], errs[k] = e.lookup(id); errs[k] != nil {
 			fails++
