@@ -122,15 +122,15 @@ func appendCellError(b []byte, ce *functions.CellError) []byte {
 // appendFloat writes f as encoding/json does; NaN and infinities, which
 // JSON cannot carry, become null (the engine never produces them).
 func appendFloat(b []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(b, "null"...)
-	}
 	abs := math.Abs(f)
 	// Whole numbers (serial dates, counts): integer formatting is several
 	// times faster than the shortest-float algorithm and gives the same text.
-	if f == math.Trunc(f) && abs < 1e15 && (f != 0 || !math.Signbit(f)) {
+	// (NaN fails the comparison; infinities fail the bound.)
+	if f == math.Trunc(f) && abs < 1e15 {
 		if f < 0 {
 			b = append(b, '-')
+		} else if f == 0 && math.Signbit(f) {
+			return append(b, "-0"...)
 		}
 		return appendUint(b, uint64(abs))
 	}
@@ -138,6 +138,9 @@ func appendFloat(b []byte, f float64) []byte {
 		if b, ok := appendFewDecimals(b, f); ok {
 			return b
 		}
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
 	}
 	fmt := byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
@@ -258,7 +261,7 @@ func appendString(b []byte, s string) []byte {
 // least 1e-4, far more than a float spacing below 1e9, and a shorter text
 // would be such a decimal. So the text is exactly strconv's.
 func appendFewDecimals(b []byte, f float64) ([]byte, bool) {
-	n := int64(math.Round(f * 1e4))
+	n := int64(math.RoundToEven(f * 1e4))
 	if float64(n)/1e4 != f {
 		return b, false
 	}
