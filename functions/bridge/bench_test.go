@@ -350,9 +350,8 @@ func BenchmarkCalcInProcess(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				res := evaluate(b.Context(), br.Engine(), calls, DefaultMaxBatchCells)
 				out.Reset()
-				writeResults(&out, res)
+				respond(b.Context(), &out, br.Engine(), calls, DefaultMaxBatchCells)
 			}
 			b.SetBytes(int64(out.Len()))
 			reportBatch(b, c0)

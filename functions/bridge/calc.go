@@ -15,101 +15,176 @@ import (
 	"github.com/energyscope/energyscope/functions"
 )
 
-// chunk is how many calls one worker takes at a time: small enough to
-// balance a batch of slow ES.Get calls, large enough that the atomic
-// counter is not contended by a batch of fast ES.Latest calls.
-const chunk = 32
+// block is how many calls a worker of a big batch takes at a time: it
+// evaluates and encodes them into one buffer. Small enough to balance a
+// batch of slow ES.Get calls and to start writing early, large enough that
+// the atomic counter is not contended by a batch of fast ES.Latest calls.
+const block = 64
 
 // parallelMin: smaller batches run on the request's goroutine.
 const parallelMin = 64
 
-// evaluate answers calls in order. Big batches are spread over GOMAXPROCS
-// workers that take chunks of calls in index order. The response is
-// bounded by maxCells cells in all: the calls whose results, added up in
-// order, fit are answered; from the first that does not fit on, every call
-// gets #NUM!. When ctx ends (the request's time limit), the calls
-// not yet evaluated get #N/A.
+// evaluate answers calls in order, one after the other. It is the meaning
+// of a batch, which respond keeps while spreading big batches over cores:
+// the response is bounded by maxCells cells in all; the calls whose
+// results, added up in order, fit are answered; from the first that does
+// not fit on, every call gets #NUM!. When ctx ends (the request's time
+// limit), the calls not yet evaluated get #N/A.
 func evaluate(ctx context.Context, eng *functions.Engine, calls []call, maxCells int) []functions.Result {
 	res := make([]functions.Result, len(calls))
-	var used atomic.Int64 // cells of the results computed so far
-	one := func(i int) {
-		c := &calls[i]
-		if c.err != nil {
-			res[i] = functions.Result{Err: c.err}
-			return
-		}
-		if used.Load() > int64(maxCells) {
-			return // answered by the budget pass below
-		}
-		r := eng.Eval(c.fn, c.args)
-		res[i] = r
-		used.Add(int64(cellsOf(&r)))
+	bg := budget{max: maxCells}
+	for i := range calls {
+		bg.settle(ctx, eng, &calls[i], &res[i], false)
 	}
-	var timedOut atomic.Bool
-	run := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			if ctx.Err() != nil {
-				timedOut.Store(true)
-				return
+	return res
+}
+
+// answer evaluates one call.
+func answer(eng *functions.Engine, c *call) functions.Result {
+	if c.err != nil {
+		return functions.Result{Err: c.err}
+	}
+	return eng.Eval(c.fn, c.args)
+}
+
+// budget is the cell bound of one response, applied in call order.
+type budget struct {
+	max, total int
+	over, late *functions.CellError // made once, shared by the cells they fill
+}
+
+// settle makes r the final answer to c, the calls before it being settled:
+// a call not evaluated yet (r is the zero Result) is evaluated if the
+// budget has room, or answered #N/A if the time limit has cut the batch
+// (cut, or ctx ended); then a result past the bound becomes #NUM!.
+func (bg *budget) settle(ctx context.Context, eng *functions.Engine, c *call, r *functions.Result, cut bool) {
+	if bg.total <= bg.max && r.Err == nil && r.Grid == nil && r.Value == nil {
+		if cut || ctx.Err() != nil {
+			if bg.late == nil {
+				bg.late = &functions.CellError{Code: functions.CodeNA, Message: "the request took too long and was cut short; recalculate, or split the batch"}
 			}
-			one(i)
+			r.Err = bg.late
+		} else {
+			*r = answer(eng, c)
 		}
 	}
+	bg.total += cellsOf(r)
+	if bg.total > bg.max {
+		if bg.over == nil {
+			bg.over = &functions.CellError{Code: functions.CodeNum, Message: fmt.Sprintf(
+				"the results of this batch exceed %d cells in all; narrow the ranges or use last=", bg.max)}
+		}
+		*r = functions.Result{Err: bg.over}
+	}
+}
+
+// respond answers calls with {"results":[...]} on w: exactly the bytes of
+// writeResults(w, evaluate(ctx, eng, calls, maxCells)), which a test checks.
+//
+// A big batch is streamed. GOMAXPROCS workers take blocks of calls in index
+// order, evaluate them and encode each block into its own buffer, while the
+// request's goroutine writes the blocks in order as they are done: the
+// first bytes leave while later blocks are still being evaluated. A worker
+// skips the calls past the budget as it stands (so a batch over the bound
+// costs no more than the bound) and encodes its block assuming the budget
+// holds. The writer settles a block whose assumption failed (a call
+// skipped or cut by the time limit, or the bound crossed inside it) call
+// by call as evaluate does, and encodes it again.
+func respond(ctx context.Context, w io.Writer, eng *functions.Engine, calls []call, maxCells int) {
 	n := len(calls)
 	workers := runtime.GOMAXPROCS(0)
 	if n < parallelMin || workers == 1 {
-		run(0, n)
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(workers, (n+chunk-1)/chunk) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					lo := int(next.Add(chunk)) - chunk
-					if lo >= n || ctx.Err() != nil {
-						if lo < n {
-							timedOut.Store(true)
-						}
-						return
+		writeResults(w, evaluate(ctx, eng, calls, maxCells))
+		return
+	}
+	res := make([]functions.Result, n)
+	nblocks := (n + block - 1) / block
+	type encoded struct {
+		buf   *[]byte // nil if !clean
+		cells int
+		clean bool // every call answered, none past the budget as the worker saw it
+	}
+	outs := make([]encoded, nblocks)
+	done := make([]chan struct{}, nblocks)
+	for k := range done {
+		done[k] = make(chan struct{})
+	}
+	var (
+		used     atomic.Int64 // cells of the results computed so far
+		timedOut atomic.Bool
+		next     atomic.Int64
+	)
+	for range min(workers, nblocks) {
+		go func() {
+			var e encoder
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= nblocks {
+					return
+				}
+				lo, hi := k*block, min(n, (k+1)*block)
+				o := encoded{clean: true}
+				for i := lo; i < hi; i++ {
+					if ctx.Err() != nil {
+						timedOut.Store(true)
+						o.clean = false
+						break
 					}
-					run(lo, min(lo+chunk, n))
+					if used.Load() > int64(maxCells) {
+						o.clean = false // left to the writer's settle
+						continue
+					}
+					res[i] = answer(eng, &calls[i])
+					c := cellsOf(&res[i])
+					used.Add(int64(c))
+					o.cells += c
 				}
-			}()
-		}
-		wg.Wait()
+				if o.clean {
+					o.buf = encodeRange(&e, res, lo, hi)
+				}
+				outs[k] = o
+				close(done[k])
+			}
+		}()
 	}
+	bg := budget{max: maxCells}
+	var e encoder
+	w.Write([]byte(`{"results":[`))
+	for k := range nblocks {
+		<-done[k]
+		lo, hi := k*block, min(n, (k+1)*block)
+		o := outs[k]
+		if o.clean && bg.total+o.cells <= maxCells {
+			bg.total += o.cells // settle would change nothing
+		} else {
+			if o.buf != nil {
+				putBuf(o.buf)
+			}
+			for i := lo; i < hi; i++ {
+				bg.settle(ctx, eng, &calls[i], &res[i], timedOut.Load())
+			}
+			o.buf = encodeRange(&e, res, lo, hi)
+		}
+		w.Write(*o.buf)
+		putBuf(o.buf)
+		clear(res[lo:hi]) // written: let the collector have the cells
+	}
+	w.Write([]byte("]}\n"))
+}
 
-	// The budget pass, in order. A result never computed (skipped while the
-	// budget looked spent, or cut by the time limit) is the zero Result.
-	// A call skipped because a concurrent later call used up the budget is
-	// computed here if the calls before it leave room, so the answer does
-	// not depend on timing.
-	var total int
-	var over, late *functions.CellError
-	for i := range res {
-		r := &res[i]
-		if total <= maxCells && r.Err == nil && r.Grid == nil {
-			if timedOut.Load() || ctx.Err() != nil {
-				if late == nil {
-					late = &functions.CellError{Code: functions.CodeNA, Message: "the request took too long and was cut short; recalculate, or split the batch"}
-				}
-				r.Err = late
-			} else {
-				*r = eng.Eval(calls[i].fn, calls[i].args)
-			}
+// encodeRange encodes res[lo:hi], each preceded by a comma but the first
+// of all, into a pooled buffer.
+func encodeRange(e *encoder, res []functions.Result, lo, hi int) *[]byte {
+	buf := getBuf()
+	b := slices.Grow(*buf, sizeOf(res[lo:hi]))
+	for i := lo; i < hi; i++ {
+		if i > 0 {
+			b = append(b, ',')
 		}
-		total += cellsOf(r)
-		if total > maxCells {
-			if over == nil {
-				over = &functions.CellError{Code: functions.CodeNum, Message: fmt.Sprintf(
-					"the results of this batch exceed %d cells in all; narrow the ranges or use last=", maxCells)}
-			}
-			*r = functions.Result{Err: over}
-		}
+		b = e.result(b, &res[i])
 	}
-	return res
+	*buf = b
+	return buf
 }
 
 // cellsOf counts a result's cells; an error is one.
@@ -169,10 +244,9 @@ func (s *Server) handleCalc(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	res := evaluate(ctx, s.eng, calls, s.opts.MaxBatchCells)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	writeResults(w, res)
+	respond(ctx, w, s.eng, calls, s.opts.MaxBatchCells)
 }
 
 // readBody reads r into b, growing it as needed.
@@ -236,17 +310,7 @@ func writeResults(w io.Writer, res []functions.Result) {
 				if k >= nchunks {
 					return
 				}
-				lo, hi := k*encodeChunk, min(n, (k+1)*encodeChunk)
-				buf := getBuf()
-				b := slices.Grow(*buf, sizeOf(res[lo:hi]))
-				for i := lo; i < hi; i++ {
-					if i > 0 {
-						b = append(b, ',')
-					}
-					b = e.result(b, &res[i])
-				}
-				*buf = b
-				bufs[k] = buf
+				bufs[k] = encodeRange(&e, res, k*encodeChunk, min(n, (k+1)*encodeChunk))
 				close(done[k])
 			}
 		}()

@@ -184,8 +184,12 @@ func FuzzCalcDecode(f *testing.F) {
 		if len(res) != len(calls) {
 			t.Fatalf("%d results for %d calls", len(res), len(calls))
 		}
-		var out bytes.Buffer
+		var out, streamed bytes.Buffer
 		writeResults(&out, res)
+		respond(context.Background(), &streamed, eng, calls, 50_000)
+		if !bytes.Equal(out.Bytes(), streamed.Bytes()) {
+			t.Fatalf("respond differs from evaluate:\n%.300s\n%.300s", streamed.Bytes(), out.Bytes())
+		}
 		var parsed struct{ Results []json.RawMessage }
 		if err := json.Unmarshal(out.Bytes(), &parsed); err != nil {
 			t.Fatalf("invalid response JSON: %v", err)
@@ -348,32 +352,61 @@ func toGrid(v [][]any) *functions.Grid {
 
 // TestEvaluateBudget: a batch whose results exceed the cell budget answers
 // the calls that fit, in order, and #NUM! from the first that does not,
-// whatever the concurrency.
+// whatever the concurrency: respond, which streams big batches over
+// workers, writes exactly what the one-at-a-time evaluate gives.
 func TestEvaluateBudget(t *testing.T) {
 	eng := &functions.Engine{Src: fuzzSource{}}
 	var calls []call
 	for i := range 500 {
-		if i == 300 {
+		switch {
+		case i == 300:
 			calls = append(calls, call{fn: "ES.Get", args: []any{"A"}}) // 7301 x 2 cells
-			continue
+		case i%97 == 5:
+			calls = append(calls, call{fn: "ES.Get", args: []any{"B", "2010-01-01", "2010-01-20"}}) // 20 x 2
+		case i%89 == 7:
+			calls = append(calls, call{err: &functions.CellError{Code: functions.CodeValue, Message: "args: want an array"}})
+		default:
+			calls = append(calls, call{fn: "ES.Latest", args: []any{"B"}})
 		}
-		calls = append(calls, call{fn: "ES.Latest", args: []any{"B"}})
 	}
-	for range 20 {
-		res := evaluate(context.Background(), eng, calls, 1000)
-		for i, r := range res {
-			over := r.Err != nil && r.Err.Code == functions.CodeNum
-			if over != (i >= 300) {
-				t.Fatalf("call %d: %+v", i, r)
+	ctx := context.Background()
+	for _, maxCells := range []int{1000, 300, 64, 1, 100_000} {
+		res := evaluate(ctx, eng, calls, maxCells)
+		if maxCells == 1000 {
+			for i, r := range res {
+				over := r.Err != nil && r.Err.Code == functions.CodeNum
+				if over != (i >= 300) {
+					t.Fatalf("call %d: %+v", i, r)
+				}
+			}
+		}
+		var want bytes.Buffer
+		writeResults(&want, res)
+		for range 20 {
+			var got bytes.Buffer
+			respond(ctx, &got, eng, calls, maxCells)
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Fatalf("budget %d: respond differs from evaluate:\n%.400s\n%.400s", maxCells, got.Bytes(), want.Bytes())
 			}
 		}
 	}
 	// A cancelled request answers #N/A for what it did not reach.
-	ctx, cancel := context.WithCancel(context.Background())
+	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	res := evaluate(ctx, eng, calls, 1_000_000)
+	res := evaluate(cctx, eng, calls, 1_000_000)
 	if res[0].Err == nil || !strings.Contains(res[0].Err.Message, "too long") {
 		t.Fatalf("cancelled: %+v", res[0])
+	}
+	var got bytes.Buffer
+	respond(cctx, &got, eng, calls, 1_000_000)
+	var parsed calcResponse
+	if err := json.Unmarshal(got.Bytes(), &parsed); err != nil || len(parsed.Results) != len(calls) {
+		t.Fatalf("cancelled respond: %v, %d results", err, len(parsed.Results))
+	}
+	for i, r := range parsed.Results {
+		if r.Error == nil || !strings.Contains(r.Error.Message, "too long") {
+			t.Fatalf("cancelled respond, call %d: %+v", i, r)
+		}
 	}
 }
 
