@@ -15,8 +15,11 @@
 //     preflights, body and time limits); bridge.json.
 //   - certs.go: the local CA and the loopback-only server certificate.
 //   - decode.go: the /v1/calc request reader (hand-written, fuzzed).
-//   - calc.go: evaluating a batch across cores within a cell budget.
-//   - encode.go: the /v1/calc response writer (hand-written JSON).
+//   - calc.go: answering a batch within a cell budget: evaluate (the meaning,
+//     one call after another) and respond (big batches streamed: blocks
+//     evaluated and encoded across cores, written in order).
+//   - encode.go: the /v1/calc response writer (hand-written JSON, numbers
+//     straight from functions.Grid).
 //   - live.go: /v1/live, the websocket hub, and the polling fallback for
 //     stores without a change feed.
 //   - status.go: /v1/status.
