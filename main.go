@@ -70,7 +70,11 @@ func main() {
 		MinHeight:        600,
 		BackgroundColour: options.NewRGB(0x16, 0x1a, 0x22),
 		AssetServer:      &assetserver.Options{Assets: dist},
-		OnStartup:        func(ctx context.Context) { app.SetRuntime(a, app.WailsRuntime(ctx)) },
+		OnStartup: func(ctx context.Context) {
+			log.Debug("window starting", "ms", time.Since(started).Milliseconds())
+			app.SetRuntime(a, app.WailsRuntime(ctx))
+		},
+		OnDomReady: func(context.Context) { log.Debug("page loaded", "ms", time.Since(started).Milliseconds()) },
 		OnShutdown: func(context.Context) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -104,9 +104,10 @@ type App struct {
 	watch     func()     // cancels the store watch; guarded by mu
 }
 
-// New loads the settings and starts the companion. It does not fail: a
-// companion that cannot start (the home is in use, say) leaves the app
-// running with the reason in Status().Error, so that Settings can fix it.
+// New loads the settings and starts the companion in the background
+// (methods wait for it). It does not fail: a companion that cannot start
+// (the home is in use, say) leaves the app running with the reason in
+// Status().Error, so that Settings can fix it.
 func New(o Options) *App {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -136,9 +137,17 @@ func New(o Options) *App {
 			s = companion.Settings{}
 		}
 	}
+	// The companion (the store, the bridge's certificates, the sync) starts
+	// while Wails builds the window and the web view loads the page,
+	// instead of before. Every method that reads it takes a.mu, which this
+	// goroutine holds until the companion is up (a locked RWMutex may be
+	// unlocked by another goroutine).
 	a.mu.Lock()
-	a.startLocked(s)
-	a.mu.Unlock()
+	go func() {
+		defer a.mu.Unlock()
+		a.startLocked(s)
+		a.log.Debug("companion started", "ms", time.Since(o.Started).Milliseconds())
+	}()
 	return a
 }
 
@@ -246,7 +255,9 @@ func (a *App) emitSync() {
 	a.runtime().EventsEmit(EventSync, a.SyncProgress())
 }
 
-// Hello tells the frontend where it is.
+// Hello tells the frontend where it is, with the data of the view it
+// opens on (the Status, or the series of --open in the Explorer), so that
+// the first view needs no other call before it shows.
 func (a *App) Hello() Hello {
 	h := Hello{Version: Version, Platform: runtime.GOOS, OpenSeries: a.opts.OpenSeries}
 	a.log.Info("frontend connected", "ms", time.Since(a.opts.Started).Milliseconds())
@@ -256,6 +267,21 @@ func (a *App) Hello() Hello {
 		h.Error = words(a.startErr)
 	}
 	a.mu.RUnlock()
+	if h.Error != "" {
+		return h
+	}
+	if ref := strings.TrimSpace(h.OpenSeries); ref != "" {
+		o := &Opened{Info: a.Info(ref)}
+		if o.Info.Error == "" {
+			full := o.Info.Dataset + ":" + o.Info.ID
+			o.Series = a.Series(full, "", "", "", "")
+			o.Formula = a.Formula(o.Info.ID, "", "", GetOptions{})
+		}
+		h.Open = o
+	} else {
+		st := a.Status()
+		h.Status = &st
+	}
 	return h
 }
 
@@ -270,6 +296,16 @@ func (a *App) Ready(view string) int64 {
 				a.log.Warn("ready file", "err", err)
 			}
 		}
+		// Build the datasets' search indexes now that the window shows
+		// (about 0.2 s for 175K series), rather than on the first
+		// keystroke in the Explorer.
+		go func() {
+			if st, err := a.store(); err == nil {
+				t := time.Now()
+				st.Search("e", 1)
+				a.log.Debug("search index built", "ms", time.Since(t).Milliseconds())
+			}
+		}()
 	})
 	return ms
 }

@@ -58,6 +58,41 @@ func TestStatus(t *testing.T) {
 	if h.Home != a.home || h.Error != "" {
 		t.Fatalf("hello %+v", h)
 	}
+	// Hello brings the first view's data: the Status, as Status() has it.
+	if h.Status == nil || len(h.Status.Datasets) != 3 || h.Status.Series != s.Series || h.Open != nil {
+		t.Fatalf("hello's first view: %+v", h)
+	}
+}
+
+// TestHelloOpen: with a series to open (--open), Hello brings what the
+// Explorer shows first: its details, its points and its formula.
+func TestHelloOpen(t *testing.T) {
+	home := t.TempDir()
+	companiontest.CookSamples(t, home)
+	for _, c := range []struct{ open, err string }{{"MSFT", ""}, {"NOPE", "NOPE"}} {
+		a := app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1, OpenSeries: c.open})
+		h := a.Hello()
+		app.Close(t.Context(), a)
+		if h.Error != "" || h.Status != nil || h.Open == nil {
+			t.Fatalf("hello %+v", h)
+		}
+		o := h.Open
+		if c.err != "" {
+			if !strings.Contains(o.Info.Error, c.err) || len(o.Series.Times) != 0 {
+				t.Errorf("open %s: %+v", c.open, o)
+			}
+			continue
+		}
+		if o.Info.ID != "MSFT" || o.Info.Dataset != "stocks" || o.Info.Error != "" {
+			t.Errorf("info %+v", o.Info)
+		}
+		if len(o.Series.Times) != int(o.Info.Count) || o.Series.Error != "" || len(o.Series.Values) != len(o.Series.Times) {
+			t.Errorf("series: %d points, want %d (%s)", len(o.Series.Times), o.Info.Count, o.Series.Error)
+		}
+		if o.Formula.Text != `=ES.Get("MSFT")` || o.Formula.Rows != int(o.Info.Count) {
+			t.Errorf("formula %+v", o.Formula)
+		}
+	}
 }
 
 func TestSearch(t *testing.T) {

@@ -11,13 +11,24 @@ import (
 // unix milliseconds (JavaScript's Date) with 0 for "never", except the
 // points of a series, which are unix seconds as uPlot wants them.
 
-// Hello is what the frontend asks first.
+// Hello is what the frontend asks first, with the data of its first view:
+// Open when the app was started with a series to show, else Status.
 type Hello struct {
-	Version    string `json:"version"`
-	Home       string `json:"home"`
-	Platform   string `json:"platform"` // GOOS
-	OpenSeries string `json:"openSeries,omitempty"`
-	Error      string `json:"error,omitempty"`
+	Version    string  `json:"version"`
+	Home       string  `json:"home"`
+	Platform   string  `json:"platform"` // GOOS
+	OpenSeries string  `json:"openSeries,omitempty"`
+	Status     *Status `json:"status,omitempty"`
+	Open       *Opened `json:"open,omitempty"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// Opened is a series as the Explorer first shows it: its details, all its
+// points as stored and the formula that fetches them.
+type Opened struct {
+	Info    Info    `json:"info"`
+	Series  Series  `json:"series"`
+	Formula Formula `json:"formula"`
 }
 
 // Status is the Status view: the store's datasets, the sync state and the

@@ -3,7 +3,13 @@
 // `error` sentence; the methods never reject on purpose, but a broken
 // bridge might, so call() turns a rejection into an error DTO too.
 
-export interface Hello { version: string; home: string; platform: string; openSeries?: string; error?: string }
+// Hello carries the data of the first view, so that it shows after one call:
+// open when the app was started with a series (--open), else status.
+export interface Hello {
+  version: string; home: string; platform: string; openSeries?: string;
+  status?: Status; open?: Opened; error?: string;
+}
+export interface Opened { info: Info; series: Series; formula: Formula }
 
 export interface Dataset {
   name: string; snapshotId: string; epoch: number; seq: number; headSeq: number; lag: number;

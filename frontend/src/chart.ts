@@ -28,7 +28,11 @@ export class Chart {
     const grid = css.getPropertyValue('--grid').trim() || 'rgba(128,128,128,.15)';
     const line = css.getPropertyValue('--accent').trim() || '#3b82f6';
     const fill = css.getPropertyValue('--accent-soft').trim() || 'rgba(59,130,246,.12)';
-    const axis = { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
+    // Generic families only: WebKitGTK asks fontconfig for every family
+    // named, and each one missing cost tens of ms at start-up (uPlot's
+    // default axis font names eleven).
+    const font = '12px system-ui, sans-serif';
+    const axis = { font, labelFont: `bold ${font}`, stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
     const opts: uPlot.Options = {
       ...this.size(),
       cursor: { drag: { x: true, y: false }, focus: { prox: 30 } },

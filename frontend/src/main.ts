@@ -75,10 +75,12 @@ async function start(): Promise<void> {
     root.append(h('div', { class: 'error boot' }, 'The window could not connect to the EnergyScope app. Restart it.'));
     return;
   }
+  // One call brings the first view's data (Hello.status or Hello.open).
   const hello = await api.hello();
   const shell = new Shell(root);
   const explorer = new ExplorerView(shell);
-  shell.add(new StatusView(shell));
+  const status = new StatusView(shell, hello.status);
+  shell.add(status);
   shell.add(new SyncView());
   shell.add(explorer);
   shell.add(new ExportView());
@@ -86,9 +88,11 @@ async function start(): Promise<void> {
   shell.add(new SettingsView());
   shell.footer.append(h('div', { class: 'muted small', title: hello.home }, `v${hello.version}`));
   const hash = location.hash.slice(1);
-  if (hello.openSeries) {
+  if (hello.error) {
+    shell.go('status'); // says why, and Settings can fix it
+  } else if (hello.openSeries) {
     shell.go('explorer');
-    explorer.open(hello.openSeries);
+    void explorer.open(hello.openSeries, hello.open);
   } else if (shell.views.some((v) => v.id === hash)) {
     shell.go(hash);
   } else {

@@ -57,12 +57,21 @@ export function num(n: number): string {
   return nf.format(n);
 }
 
+// valueFormats[d] formats with up to d decimals: an Intl.NumberFormat is
+// slow to make (a table or an axis formats hundreds of values).
+const valueFormats = new Map<number, Intl.NumberFormat>();
+
 // value formats a data value with up to 6 significant decimals.
 export function value(v: number | null | undefined): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return '—';
   const a = Math.abs(v);
   const digits = a >= 1000 ? 2 : a >= 1 ? 4 : 6;
-  return new Intl.NumberFormat(locale, { maximumFractionDigits: digits }).format(v);
+  let f = valueFormats.get(digits);
+  if (!f) {
+    f = new Intl.NumberFormat(locale, { maximumFractionDigits: digits });
+    valueFormats.set(digits, f);
+  }
+  return f.format(v);
 }
 
 export function bytes(n: number): string {

@@ -1,4 +1,4 @@
-import { api, copyText, Info, SearchResult, Series } from '../api';
+import { api, copyText, Info, Opened, SearchResult, Series } from '../api';
 import type { Shell, View } from '../main';
 import { reportReady } from '../main';
 import { Chart } from '../chart';
@@ -105,9 +105,10 @@ export class ExplorerView implements View {
     }
   }
 
-  // open shows series ref ("id" or "dataset:id").
-  async open(ref: string): Promise<void> {
-    const info = await api.info(ref);
+  // open shows series ref ("id" or "dataset:id"); pre is its data when
+  // Hello brought it (start-up), so that the chart shows without a call.
+  async open(ref: string, pre?: Opened): Promise<void> {
+    const info = pre?.info ?? (await api.info(ref));
     clear(this.msg);
     if (info.error) {
       this.msg.append(errorBox(info.error)!);
@@ -116,13 +117,15 @@ export class ExplorerView implements View {
     this.current = info;
     if (!this.q.value.trim()) {
       this.q.value = info.id;
-      void this.search(info.id);
+      // At start-up the list of matches can wait for the chart.
+      if (pre) setTimeout(() => void this.search(info.id), 50);
+      else void this.search(info.id);
     }
     for (const b of this.results.querySelectorAll('.hit')) b.classList.toggle('active', (b as HTMLElement).dataset.id === info.id);
     this.from.value = '';
     this.to.value = '';
     this.renderHead(info);
-    await this.load();
+    await this.load(pre);
   }
 
   private ref(): string {
@@ -155,16 +158,20 @@ export class ExplorerView implements View {
     void this.load();
   }
 
-  async load(): Promise<void> {
+  // load fetches and shows the current series' points and formula; pre
+  // is what Hello brought for the default range and frequency.
+  async load(pre?: Opened): Promise<void> {
     if (!this.current) return;
     const my = ++this.loadSeq;
     const ref = this.ref();
     const per = this.per.value;
     const agg = per ? this.agg.value : '';
-    const [s, f] = await Promise.all([
-      api.series(ref, this.from.value, this.to.value, per, agg),
-      api.formula(this.current.id, this.from.value, this.to.value, { per, agg, fill: '', desc: false, headers: false, last: 0 }),
-    ]);
+    const [s, f] = pre && !per && !this.from.value && !this.to.value
+      ? [pre.series, pre.formula]
+      : await Promise.all([
+        api.series(ref, this.from.value, this.to.value, per, agg),
+        api.formula(this.current.id, this.from.value, this.to.value, { per, agg, fill: '', desc: false, headers: false, last: 0 }),
+      ]);
     if (my !== this.loadSeq) return;
     clear(this.msg);
     this.formula.textContent = f.error ? '' : f.text;

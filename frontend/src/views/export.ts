@@ -41,7 +41,10 @@ export class ExportView implements View {
     this.per.addEventListener('change', () => (this.agg.disabled = !this.per.value));
     this.agg.disabled = true;
     this.go.addEventListener('click', () => void this.run());
-    exportSelection.onChange(() => this.renderChips());
+    exportSelection.onChange(() => {
+      this.renderChips();
+      if (!this.el.hidden) void this.suggest();
+    });
     on<ExportProgress>('export:progress', (p) => {
       if (p && p.total > 0) this.bar.style.width = `${Math.min(100, (100 * p.done) / p.total)}%`;
     });
@@ -89,7 +92,6 @@ export class ExportView implements View {
       this.chips.append(h('span', { class: 'chip removable' }, id,
         h('button', { class: 'x', title: `Remove ${id}`, 'aria-label': `Remove ${id}`, onclick: () => exportSelection.remove(id) }, '×')));
     }
-    if (!this.el.hidden) void this.suggest();
   }
 
   private async browse(): Promise<void> {

@@ -11,7 +11,9 @@ export class StatusView implements View {
   private body = h('div');
   private timer?: ReturnType<typeof setInterval>;
 
-  constructor(private shell: Shell) {
+  // initial is the Status that came with Hello: the first show draws it
+  // without asking again.
+  constructor(private shell: Shell, private initial?: Status) {
     this.el.append(h('header', { class: 'view-head' }, h('h1', {}, 'Status'), h('p', { class: 'muted' }, 'Your local copy of the data, the sync with the server and the bridge to Excel.')), this.body);
     on('status:changed', () => this.visible() && this.refresh());
   }
@@ -21,7 +23,13 @@ export class StatusView implements View {
   }
 
   show(): void {
-    void this.refresh();
+    if (this.initial) {
+      this.render(this.initial);
+      this.initial = undefined;
+      reportReady('status');
+    } else {
+      void this.refresh();
+    }
     this.timer = setInterval(() => void this.refresh(), 2000);
   }
 
