@@ -208,17 +208,9 @@ func (e *Engine) info(args []any) (*Grid, *CellError) {
 	}
 	loc := e.now().Location()
 	n := len(ids.ids)
-	var (
-		info1 [1]SeriesInfo // one id, the common case: no allocation
-		err1  [1]*CellError
-		infos = info1[:]
-		errs  = err1[:]
-		fails int
-	)
-	if n > 1 {
-		infos = make([]SeriesInfo, n)
-		errs = make([]*CellError, n)
-	}
+	infos := make([]SeriesInfo, n)
+	errs := make([]*CellError, n)
+	fails := 0
 	for k, id := range ids.ids {
 		if infos[k], errs[k] = e.lookup(id); errs[k] != nil {
 			fails++

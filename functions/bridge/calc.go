@@ -105,53 +105,37 @@ func respond(ctx context.Context, w io.Writer, eng *functions.Engine, calls []ca
 		clean bool // every call answered, none past the budget as the worker saw it
 	}
 	outs := make([]encoded, nblocks)
-	done := make([]chan struct{}, nblocks)
-	for k := range done {
-		done[k] = make(chan struct{})
-	}
 	var (
 		used     atomic.Int64 // cells of the results computed so far
 		timedOut atomic.Bool
-		next     atomic.Int64
 	)
-	for range min(workers, nblocks) {
-		go func() {
-			var e encoder
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= nblocks {
-					return
-				}
-				lo, hi := k*block, min(n, (k+1)*block)
-				o := encoded{clean: true}
-				for i := lo; i < hi; i++ {
-					if ctx.Err() != nil {
-						timedOut.Store(true)
-						o.clean = false
-						break
-					}
-					if used.Load() > int64(maxCells) {
-						o.clean = false // left to the writer's settle
-						continue
-					}
-					res[i] = answer(eng, &calls[i])
-					c := cellsOf(&res[i])
-					used.Add(int64(c))
-					o.cells += c
-				}
-				if o.clean {
-					o.buf = encodeRange(&e, res, lo, hi)
-				}
-				outs[k] = o
-				close(done[k])
+	work := func(e *encoder, k int) {
+		lo, hi := k*block, min(n, (k+1)*block)
+		o := encoded{clean: true}
+		for i := lo; i < hi; i++ {
+			if ctx.Err() != nil {
+				timedOut.Store(true)
+				o.clean = false
+				break
 			}
-		}()
+			if used.Load() > int64(maxCells) {
+				o.clean = false // left to the writer's settle
+				continue
+			}
+			res[i] = answer(eng, &calls[i])
+			c := cellsOf(&res[i])
+			used.Add(int64(c))
+			o.cells += c
+		}
+		if o.clean {
+			o.buf = encodeRange(e, res, lo, hi)
+		}
+		outs[k] = o
 	}
 	bg := budget{max: maxCells}
 	var e encoder
 	w.Write([]byte(`{"results":[`))
-	for k := range nblocks {
-		<-done[k]
+	inOrder(nblocks, workers, work, func(k int) {
 		lo, hi := k*block, min(n, (k+1)*block)
 		o := outs[k]
 		if o.clean && bg.total+o.cells <= maxCells {
@@ -168,7 +152,7 @@ func respond(ctx context.Context, w io.Writer, eng *functions.Engine, calls []ca
 		w.Write(*o.buf)
 		putBuf(o.buf)
 		clear(res[lo:hi]) // written: let the collector have the cells
-	}
+	})
 	w.Write([]byte("]}\n"))
 }
 
@@ -296,32 +280,44 @@ func writeResults(w io.Writer, res []functions.Result) {
 		putBuf(buf)
 		return
 	}
+	w.Write([]byte(`{"results":[`))
 	bufs := make([]*[]byte, nchunks)
-	done := make([]chan struct{}, nchunks)
-	for i := range done {
-		done[i] = make(chan struct{})
+	inOrder(nchunks, runtime.GOMAXPROCS(0), func(e *encoder, k int) {
+		bufs[k] = encodeRange(e, res, k*encodeChunk, min(n, (k+1)*encodeChunk))
+	}, func(k int) {
+		w.Write(*bufs[k])
+		putBuf(bufs[k])
+	})
+	w.Write([]byte("]}\n"))
+}
+
+// inOrder runs work(k) for k = 0..n-1 on up to workers goroutines, which
+// take the ks in order, each with its own encoder, and calls emit(k) on the
+// caller's goroutine for k = 0..n-1 in order, each as soon as work(k) is
+// done. It returns when every emit has returned.
+func inOrder(n, workers int, work func(e *encoder, k int), emit func(k int)) {
+	done := make([]chan struct{}, n)
+	for k := range done {
+		done[k] = make(chan struct{})
 	}
 	var next atomic.Int64
-	for range min(runtime.GOMAXPROCS(0), nchunks) {
+	for range min(workers, n) {
 		go func() {
 			var e encoder
 			for {
 				k := int(next.Add(1)) - 1
-				if k >= nchunks {
+				if k >= n {
 					return
 				}
-				bufs[k] = encodeRange(&e, res, k*encodeChunk, min(n, (k+1)*encodeChunk))
+				work(&e, k)
 				close(done[k])
 			}
 		}()
 	}
-	w.Write([]byte(`{"results":[`))
-	for k := range nchunks {
+	for k := range n {
 		<-done[k]
-		w.Write(*bufs[k])
-		putBuf(bufs[k])
+		emit(k)
 	}
-	w.Write([]byte("]}\n"))
 }
 
 // sizeOf guesses the JSON size of res, so that a response buffer is sized
