@@ -6,6 +6,7 @@ import "github.com/energyscope/energyscope/localcache/format"
 
 func init() {
 	heavyModes["cook"] = childCook
+	heavyModes["compact"] = childCompact
 	heavyModes["duckcook"] = childDuckCook
 	heavyModes["duckq"] = childDuckQ
 }
