@@ -6,7 +6,7 @@
 // omitted argument, [][]any for a range), parses dates and options, asks the Source for
 // points, re-samples, aligns several series on one date column, and returns a 2-D array
 // that spills. It has no HTTP, no Wails and no store: functions/bridge decodes requests
-// and calls Engine.Call, and localcache.Store satisfies Source without importing this
+// and calls Engine.Eval, and localcache.Store satisfies Source without importing this
 // package. It imports only the standard library and internal/calendar.
 //
 // Map of the package:

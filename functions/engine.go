@@ -24,9 +24,10 @@ const (
 )
 
 // CellError is an Excel error value with a message, which Excel shows on the cell. It is
-// the whole result of a failed call (Result.Err) and also a cell value inside
-// Result.Value, as *CellError, where one column (a series that does not exist, in a
-// multi-series ES.Get) or one cell (fill=na) failed and the rest did not.
+// the whole result of a failed call (Result.Err) and also a cell of a result (in
+// Grid.Other, so in Result.Value too), as *CellError, where one column (a series that
+// does not exist, in a multi-series ES.Get) or one cell (fill=na) failed and the rest
+// did not.
 type CellError struct {
 	Code    string // CodeNA, CodeValue or CodeNum
 	Message string
