@@ -243,7 +243,10 @@ func (a *App) store() (*localcache.Store, error) {
 	return c.Store(), nil
 }
 
-// emitSync sends the sync progress, at most 10 times a second.
+// emitSync sends the sync progress, at most 10 times a second. It is the
+// engine's progress callback, so it must not wait for a.mu: SetDatasets
+// and SaveSettings hold a.mu while they stop the engine, which waits for
+// its callback to return. The event goes from a goroutine of its own.
 func (a *App) emitSync() {
 	a.emitMu.Lock()
 	if time.Since(a.lastSync) < 100*time.Millisecond {
@@ -252,7 +255,7 @@ func (a *App) emitSync() {
 	}
 	a.lastSync = time.Now()
 	a.emitMu.Unlock()
-	a.runtime().EventsEmit(EventSync, a.SyncProgress())
+	go func() { a.runtime().EventsEmit(EventSync, a.SyncProgress()) }()
 }
 
 // Hello tells the frontend where it is, with the data of the view it
