@@ -89,11 +89,19 @@ app-build: app
 
 # Release files in dist/: the Linux app, the Windows app and its installer
 # (NSIS, build/windows/installer).
+# The Windows app's icon, manifest and version come from
+# rsrc_windows_amd64.syso in the root, which every GOOS=windows build of
+# the root package links. go-winres makes it from build/windows/winres.json
+# and icon.ico; dist remakes it for $(VERSION) (the same bytes for the
+# committed version; commit it when it changes) and rebuilds the exe.
+WINRES = github.com/tc-hib/go-winres@v0.3.3
 dist: frontend app-build
+	$(GO) run $(WINRES) make --in build/windows/winres.json --out rsrc --arch amd64 --product-version $(VERSION) --file-version $(VERSION)
+	GOOS=windows $(GO) build -tags $(APP_WIN_TAGS) -ldflags "$(APP_LDFLAGS) -H=windowsgui" -o bin/energyscope.exe .
 	mkdir -p dist
 	cp bin/energyscope dist/energyscope-linux-amd64
 	cp bin/energyscope.exe dist/energyscope-windows-amd64.exe
-	makensis -V2 -DVERSION=$(VERSION) -DEXE=$(CURDIR)/bin/energyscope.exe -DOUT=$(CURDIR)/dist/EnergyScope-$(VERSION)-Setup.exe build/windows/installer/energyscope.nsi
+	makensis -V2 -DVERSION=$(VERSION) -DEXE=$(CURDIR)/bin/energyscope.exe -DICON=$(CURDIR)/build/windows/icon.ico -DOUT=$(CURDIR)/dist/EnergyScope-$(VERSION)-Setup.exe build/windows/installer/energyscope.nsi
 
 clean:
 	rm -rf bin

@@ -37,6 +37,13 @@ import (
 //go:embed all:frontend/dist
 var assets embed.FS
 
+// appIcon is the window's icon on Linux. On Windows the exe's icon, manifest
+// and version resource come from rsrc_windows_amd64.syso (the Makefile's
+// dist target says how it is made).
+//
+//go:embed build/appicon.png
+var appIcon []byte
+
 func main() {
 	started := time.Now()
 	fl := flag.NewFlagSet("energyscope", flag.ContinueOnError)
@@ -83,7 +90,7 @@ func main() {
 			}
 		},
 		Bind:    []any{a},
-		Linux:   &linux.Options{ProgramName: "energyscope", WebviewGpuPolicy: linux.WebviewGpuPolicyNever},
+		Linux:   &linux.Options{ProgramName: "energyscope", Icon: appIcon, WebviewGpuPolicy: linux.WebviewGpuPolicyNever},
 		Windows: &windows.Options{Theme: windows.SystemDefault},
 		Mac:     &mac.Options{Appearance: mac.DefaultAppearance},
 	})

@@ -29,6 +29,9 @@ Unicode true
 !ifndef OUT
   !define OUT "EnergyScope-Setup.exe"
 !endif
+!ifndef ICON
+  !define ICON "..\icon.ico"
+!endif
 
 !define APP "EnergyScope"
 !define UNINST_KEY "Software\Microsoft\Windows\CurrentVersion\Uninstall\EnergyScope"
@@ -49,6 +52,9 @@ VIAddVersionKey "FileVersion" "${VERSION}"
 VIAddVersionKey "LegalCopyright" "EnergyScope contributors"
 
 !define MUI_ABORTWARNING
+; The app's icon (build/windows/icon.ico, also in the exe's resources).
+!define MUI_ICON "${ICON}"
+!define MUI_UNICON "${ICON}"
 !define MUI_FINISHPAGE_RUN "$INSTDIR\energyscope.exe"
 !define MUI_FINISHPAGE_RUN_TEXT "Start EnergyScope (then open Excel → Trust certificate in the app)"
 !insertmacro MUI_PAGE_DIRECTORY
