@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -132,6 +133,12 @@ func respond(ctx context.Context, w io.Writer, eng *functions.Engine, calls []ca
 		}
 		outs[k] = o
 	}
+	// Blocks of small results (a block of ES.Latest is ~3 KB) are gathered
+	// into writes of up to 64 KB: each write to the connection is a TLS
+	// record and a syscall, which for small ones costs more than the bytes.
+	bw := bufWriters.Get().(*bufio.Writer)
+	bw.Reset(w)
+	w = bw
 	bg := budget{max: maxCells}
 	var e encoder
 	w.Write([]byte(`{"results":[`))
@@ -154,7 +161,12 @@ func respond(ctx context.Context, w io.Writer, eng *functions.Engine, calls []ca
 		clear(res[lo:hi]) // written: let the collector have the cells
 	})
 	w.Write([]byte("]}\n"))
+	bw.Flush()
+	bw.Reset(nil)
+	bufWriters.Put(bw)
 }
+
+var bufWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 
 // encodeRange encodes res[lo:hi], each preceded by a comma but the first
 // of all, into a pooled buffer.
