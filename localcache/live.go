@@ -159,10 +159,18 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 	m, err := s.writeSnapshot(d, func(dir string) (*format.Manifest, error) {
 		// The base's columns are already sorted and normalized: copy them
 		// and merge in the pending series, which spares Write's sort.
-		m, _, err := format.WriteSorted(dir, foldSorted(rs.snap, pending), o)
+		st, err := foldSorted(rs.snap, pending)
+		if err != nil {
+			return nil, err
+		}
+		m, _, err := format.WriteSorted(dir, st, o)
 		if errors.Is(err, format.ErrNotSorted) {
 			s.opts.Logger.Warn("compaction: snapshot columns not in sorted form; rewriting from scratch", "dataset", dataset, "err", err)
-			m, _, err = format.Write(dir, foldTable(rs.snap, pending), o)
+			t, ferr := foldTable(rs.snap, pending)
+			if ferr != nil {
+				return nil, ferr
+			}
+			m, _, err = format.Write(dir, t, o)
 		}
 		return m, err
 	})
@@ -459,7 +467,7 @@ func copyFileSync(src, dst string) error {
 // foldTable builds the rows of base + pending for format.Write: every
 // base series (its metadata overridden by the delta's latest, if any) and
 // every series only the delta has.
-func foldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) *format.Table {
+func foldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) (*format.Table, error) {
 	n := snap.NumSeries()
 	rows := int(snap.Manifest.Rows)
 	for _, p := range pending {
@@ -480,21 +488,10 @@ func foldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) *forma
 		}
 		t.Value = append(t.Value, pts.Values...)
 	}
-	override := func(meta *format.SeriesMeta, p *delta.Series) {
-		if p.Meta != nil {
-			meta.Name, meta.Unit, meta.Source = p.Meta.Name, p.Meta.Unit, p.Meta.Source
-		}
-	}
 	for row := uint32(0); row < uint32(n); row++ {
-		in := snap.Info(row)
-		meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: snap.Frequency(row), Tier: in.Tier}
-		pts, err := snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
+		meta, pts, err := foldSeries(snap, row, pending)
 		if err != nil {
-			pts = snapshot.Points{}
-		}
-		if p := pending[in.ID]; p != nil {
-			override(&meta, p)
-			pts = mergePoints(pts, p.Points)
+			return nil, err
 		}
 		add(meta, pts)
 	}
@@ -504,17 +501,17 @@ func foldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) *forma
 		}
 		p := pending[id]
 		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
-		override(&meta, p)
+		overrideMeta(&meta, p)
 		add(meta, mergePoints(snapshot.Points{}, p.Points))
 	}
-	return t
+	return t, nil
 }
 
 // foldSorted is foldTable in the sorted form format.WriteSorted takes:
 // the base's series in index order (which is id order) with their
 // columns copied as they are, the pending series merged in, and the
 // series only the delta has inserted at their place in id order.
-func foldSorted(snap *snapshot.Snapshot, pending map[string]*delta.Series) *format.SortedTable {
+func foldSorted(snap *snapshot.Snapshot, pending map[string]*delta.Series) (*format.SortedTable, error) {
 	n := snap.NumSeries()
 	rows := int(snap.Manifest.Rows)
 	for _, p := range pending {
@@ -538,11 +535,6 @@ func foldSorted(snap *snapshot.Snapshot, pending map[string]*delta.Series) *form
 		}
 	}
 	t := format.NewSortedTable(pt, n+len(added), rows)
-	override := func(meta *format.SeriesMeta, p *delta.Series) {
-		if p.Meta != nil {
-			meta.Name, meta.Unit, meta.Source = p.Meta.Name, p.Meta.Unit, p.Meta.Source
-		}
-	}
 	add := func(meta format.SeriesMeta, pts snapshot.Points) {
 		t.AddSeries(meta)
 		if pts.Secs != nil {
@@ -554,7 +546,7 @@ func foldSorted(snap *snapshot.Snapshot, pending map[string]*delta.Series) *form
 	addNew := func(id string) {
 		p := pending[id]
 		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
-		override(&meta, p)
+		overrideMeta(&meta, p)
 		add(meta, mergePoints(snapshot.Points{}, p.Points))
 	}
 	next := 0 // into added
@@ -564,21 +556,42 @@ func foldSorted(snap *snapshot.Snapshot, pending map[string]*delta.Series) *form
 			addNew(added[next])
 			next++
 		}
-		meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: snap.Frequency(row), Tier: in.Tier}
-		pts, err := snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
+		meta, pts, err := foldSeries(snap, row, pending)
 		if err != nil {
-			pts = snapshot.Points{}
-		}
-		if p := pending[in.ID]; p != nil {
-			override(&meta, p)
-			pts = mergePoints(pts, p.Points)
+			return nil, err
 		}
 		add(meta, pts)
 	}
 	for ; next < len(added); next++ {
 		addNew(added[next])
 	}
-	return t
+	return t, nil
+}
+
+// foldSeries is base row row with its pending rows merged in and its
+// metadata overridden by the delta's latest. A base series that cannot be
+// read (a corrupt cold-tier block) fails the compaction: dropping its
+// points would lose data.
+func foldSeries(snap *snapshot.Snapshot, row uint32, pending map[string]*delta.Series) (format.SeriesMeta, snapshot.Points, error) {
+	in := snap.Info(row)
+	meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: snap.Frequency(row), Tier: in.Tier}
+	pts, err := snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
+	if err != nil {
+		return meta, pts, fmt.Errorf("read series %q of snapshot %s: %w", in.ID, snap.ID(), err)
+	}
+	if p := pending[in.ID]; p != nil {
+		overrideMeta(&meta, p)
+		pts = mergePoints(pts, p.Points)
+	}
+	return meta, pts, nil
+}
+
+// overrideMeta gives meta the delta's latest name, unit and source, if
+// the delta has any.
+func overrideMeta(meta *format.SeriesMeta, p *delta.Series) {
+	if p.Meta != nil {
+		meta.Name, meta.Unit, meta.Source = p.Meta.Name, p.Meta.Unit, p.Meta.Source
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

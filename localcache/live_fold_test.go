@@ -67,11 +67,19 @@ func liveSameAsWrite(t *testing.T, s *Store, dataset string) {
 	pending, last := rs.delta.Snapshot()
 	o := format.WriteOptions{Dataset: dataset, Epoch: 3, CoversThroughSeq: last, Created: time.Unix(1e9, 0), BatchRows: 50}
 	dir := t.TempDir()
-	ma, _, err := format.WriteSorted(filepath.Join(dir, "sorted"), foldSorted(rs.snap, pending), o)
+	st, err := foldSorted(rs.snap, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, err := foldTable(rs.snap, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ma, _, err := format.WriteSorted(filepath.Join(dir, "sorted"), st, o)
 	if err != nil {
 		t.Fatalf("write sorted: %v", err)
 	}
-	mb, _, err := format.Write(filepath.Join(dir, "fresh"), foldTable(rs.snap, pending), o)
+	mb, _, err := format.Write(filepath.Join(dir, "fresh"), ft, o)
 	if err != nil {
 		t.Fatalf("write: %v", err)
 	}
