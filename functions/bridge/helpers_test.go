@@ -10,58 +10,20 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
-	"github.com/energyscope/energyscope/localcache/format"
-	"github.com/energyscope/energyscope/server/cook"
 )
-
-// samplesDir holds the real sample CSVs.
-const samplesDir = "../../server/cook/samples"
-
-// sampleDatasets are the real samples as cmd/es's demo cooks them.
-var sampleDatasets = []struct {
-	dataset, file string
-	opts          cook.InputOptions
-}{
-	{"iowa", "iowa-electricity.csv", cook.InputOptions{SeriesCol: "source", PeriodCol: "year", ValueCol: "net_generation", Unit: "thousand MWh", Source: "U.S. EIA", Frequency: "A"}},
-	{"stocks", "stocks.csv", cook.InputOptions{SeriesCol: "symbol", PeriodCol: "date", ValueCol: "price", Unit: "USD", Source: "vega-datasets", Frequency: "M"}},
-	{"seattle", "seattle-weather-hourly-normals.csv", cook.InputOptions{Wide: true, PeriodCol: "date", Prefix: "SEA.", Source: "NOAA normals", Frequency: "H"}},
-}
-
-// cookInto cooks one source file into dataset under home.
-func cookInto(tb testing.TB, home, dataset, file string, o cook.InputOptions) {
-	tb.Helper()
-	b := cook.NewBuilder()
-	if _, err := b.AddFile(file, o); err != nil {
-		tb.Fatal(err)
-	}
-	dsDir := filepath.Join(home, localcache.DatasetsDir, dataset)
-	tmp, err := format.TempSnapshotDir(dsDir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m, _, err := format.Write(tmp, b.Table(), format.WriteOptions{Dataset: dataset, Epoch: 1})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := format.Publish(dsDir, tmp, m); err != nil {
-		tb.Fatal(err)
-	}
-}
 
 // sampleHome is a home with the three sample datasets.
 func sampleHome(tb testing.TB) string {
 	tb.Helper()
 	home := tb.TempDir()
-	for _, s := range sampleDatasets {
-		cookInto(tb, home, s.dataset, filepath.Join(samplesDir, s.file), s.opts)
-	}
+	companiontest.CookSamples(tb, home)
 	return home
 }
 

@@ -11,48 +11,20 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/functions"
+	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/format"
-	"github.com/energyscope/energyscope/server/cook"
 )
 
 // samplesDir holds the real sample data the store is cooked from.
 var samplesDir = filepath.Join("..", "..", "server", "cook", "samples")
-
-// sampleSets are the samples and how they are cooked (as es demo does).
-var sampleSets = []struct {
-	dataset, file string
-	opts          cook.InputOptions
-}{
-	{"iowa", "iowa-electricity.csv", cook.InputOptions{SeriesCol: "source", PeriodCol: "year", ValueCol: "net_generation", Unit: "thousand MWh", Source: "U.S. EIA", Frequency: "A"}},
-	{"stocks", "stocks.csv", cook.InputOptions{SeriesCol: "symbol", PeriodCol: "date", ValueCol: "price", Unit: "USD", Source: "vega-datasets", Frequency: "M"}},
-	{"seattle", "seattle-weather-hourly-normals.csv", cook.InputOptions{Wide: true, PeriodCol: "date", Prefix: "SEA.", Source: "NOAA normals", Frequency: "H"}},
-}
 
 // sampleStore cooks the real samples into a fresh home and opens it read-only, as
 // es export does.
 func sampleStore(t testing.TB) *localcache.Store {
 	t.Helper()
 	home := t.TempDir()
-	for _, s := range sampleSets {
-		b := cook.NewBuilder()
-		if _, err := b.AddFile(filepath.Join(samplesDir, s.file), s.opts); err != nil {
-			t.Fatalf("cook %s: %v", s.file, err)
-		}
-		dsDir := filepath.Join(home, localcache.DatasetsDir, s.dataset)
-		tmp, err := format.TempSnapshotDir(dsDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _, err := format.Write(tmp, b.Table(), format.WriteOptions{Dataset: s.dataset, Epoch: 1, Created: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := format.Publish(dsDir, tmp, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	companiontest.CookSamples(t, home)
 	st, err := localcache.Open(home, &localcache.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
