@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"time"
 )
 
 // SortedTable is a table whose rows are already in the form Write gives
@@ -219,13 +218,7 @@ func WriteSorted(dir string, s *SortedTable, o WriteOptions) (m *Manifest, st Wr
 	if err := s.check(); err != nil {
 		return nil, st, fmt.Errorf("%w: %v", ErrNotSorted, err)
 	}
-	if o.BatchRows <= 0 {
-		o.BatchRows = 1 << 20
-	}
-	if o.Created.IsZero() {
-		o.Created = time.Now()
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := startWrite(dir, &o); err != nil {
 		return nil, st, err
 	}
 	defer func() {

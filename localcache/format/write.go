@@ -62,13 +62,7 @@ func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, er
 	if err := t.validate(); err != nil {
 		return nil, st, err
 	}
-	if o.BatchRows <= 0 {
-		o.BatchRows = 1 << 20
-	}
-	if o.Created.IsZero() {
-		o.Created = time.Now()
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := startWrite(dir, &o); err != nil {
 		return nil, st, err
 	}
 	defer func() {
@@ -592,4 +586,15 @@ func (m multiWriter) Write(p []byte) (int, error) {
 	m.h.Write(p) // if the write fails, the caller discards file and hash
 	<-done
 	return n, err
+}
+
+// startWrite fills in o's defaults and creates dir, which must not exist.
+func startWrite(dir string, o *WriteOptions) error {
+	if o.BatchRows <= 0 {
+		o.BatchRows = 1 << 20
+	}
+	if o.Created.IsZero() {
+		o.Created = time.Now()
+	}
+	return os.Mkdir(dir, 0o755)
 }
