@@ -26,9 +26,9 @@ const (
 
 var liveBenchDay0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
 
-func liveBenchTable() *format.Table {
+func liveBenchTable(series int) *format.Table {
 	t := &format.Table{}
-	for s := 0; s < liveBenchSeries; s++ {
+	for s := 0; s < series; s++ {
 		t.Series = append(t.Series, format.SeriesMeta{ID: fmt.Sprintf("BENCH.S%05d.D", s), Frequency: format.Daily})
 		for p := 0; p < liveBenchPoints; p++ {
 			t.Append(uint32(s), liveBenchDay0+int64(p)*86400, float64(s+p))
@@ -37,25 +37,13 @@ func liveBenchTable() *format.Table {
 	return t
 }
 
-func liveBenchStore(b *testing.B) *Store {
+// liveBenchStore is a store over a fresh snapshot of liveBenchTable(series)
+// with automatic compaction off.
+func liveBenchStore(b *testing.B, series int) *Store {
 	b.Helper()
 	home := b.TempDir()
-	dsDir := filepath.Join(home, DatasetsDir, "bench")
-	tmp, err := format.TempSnapshotDir(dsDir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, _, err := format.Write(tmp, liveBenchTable(), format.WriteOptions{Dataset: "bench", Epoch: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := format.Publish(dsDir, tmp, m); err != nil {
-		b.Fatal(err)
-	}
-	s, err := Open(home, &Options{CompactRows: -1, CompactBytes: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	liveCook(b, home, "bench", liveBenchTable(series), format.WriteOptions{Epoch: 1})
+	s := liveOpen(b, home, &Options{CompactRows: -1, CompactBytes: -1})
 	b.Cleanup(func() { s.Close() })
 	return s
 }
@@ -106,7 +94,7 @@ func seriesIDs(from, n int) []string {
 // plain slice path), on series with a few pending rows (merge), and on
 // untouched series while the delta holds 1M rows elsewhere.
 func BenchmarkLiveGet(b *testing.B) {
-	s := liveBenchStore(b)
+	s := liveBenchStore(b, liveBenchSeries)
 	pending := seriesIDs(0, 1000)
 	applyRows(b, s, pending, 5000) // 5 pending rows per series
 	plain := seriesIDs(10_000, 10_000)
@@ -119,7 +107,7 @@ func BenchmarkLiveGet(b *testing.B) {
 // BenchmarkLiveApply measures durable Apply throughput: batches of 1,000
 // rows, one fsync per batch.
 func BenchmarkLiveApply(b *testing.B) {
-	s := liveBenchStore(b)
+	s := liveBenchStore(b, liveBenchSeries)
 	ids := seriesIDs(0, liveBenchSeries)
 	runtime.GC() // the garbage of building the store is not Apply's
 	b.ResetTimer()
@@ -141,7 +129,7 @@ func BenchmarkLiveCompact(b *testing.B) {
 		var cpu time.Duration
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			s := liveBenchStore(b)
+			s := liveBenchStore(b, liveBenchSeries)
 			applyRows(b, s, seriesIDs(0, liveBenchSeries/100), 20_000)
 			runtime.GC()
 			b.StartTimer()
@@ -157,7 +145,7 @@ func BenchmarkLiveCompact(b *testing.B) {
 		var cpu time.Duration
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			t := liveBenchTable()
+			t := liveBenchTable(liveBenchSeries)
 			dir := filepath.Join(b.TempDir(), "s")
 			runtime.GC()
 			b.StartTimer()
@@ -187,31 +175,7 @@ func BenchmarkLiveSwapLatency(b *testing.B) {
 		burst    = 100 // reads between pauses
 		pause    = time.Millisecond
 	)
-	home := b.TempDir()
-	dsDir := filepath.Join(home, DatasetsDir, "bench")
-	t := &format.Table{}
-	for s := 0; s < series; s++ {
-		t.Series = append(t.Series, format.SeriesMeta{ID: fmt.Sprintf("BENCH.S%05d.D", s), Frequency: format.Daily})
-		for p := 0; p < liveBenchPoints; p++ {
-			t.Append(uint32(s), liveBenchDay0+int64(p)*86400, float64(s+p))
-		}
-	}
-	tmp, err := format.TempSnapshotDir(dsDir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, _, err := format.Write(tmp, t, format.WriteOptions{Dataset: "bench", Epoch: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := format.Publish(dsDir, tmp, m); err != nil {
-		b.Fatal(err)
-	}
-	s, err := Open(home, &Options{CompactRows: -1, CompactBytes: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := liveBenchStore(b, series)
 	ids := seriesIDs(0, series)
 	applyRows(b, s, ids[:series/10], 1000) // some series read through the merge
 
