@@ -181,10 +181,16 @@ type WAL struct {
 func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*WAL, []Record, error) {
 	w := &WAL{dir: dir, readOnly: readOnly}
 	if !readOnly {
+		if err := recoverReplace(dir); err != nil {
+			return nil, nil, fmt.Errorf("finish an interrupted write-ahead log replacement: %w", err)
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, nil, err
 		}
+	} else if replacing(dir) {
+		w.dir = dir + replaceNew // between Replace's two renames: the new log is complete
 	}
+	dir = w.dir
 	ents, err := os.ReadDir(dir)
 	if err != nil && !(readOnly && errors.Is(err, os.ErrNotExist)) {
 		return nil, nil, err
@@ -362,14 +368,10 @@ func (w *WAL) Append(batch []Record) error {
 	if w.f == nil {
 		return errors.New("write-ahead log is read-only or failed")
 	}
-	w.buf = append(w.buf[:0], make([]byte, frameHeader)...)
-	w.buf = EncodeBatch(w.buf, batch)
-	p := w.buf[frameHeader:]
-	if len(p) > maxFrameSize {
-		return fmt.Errorf("batch of %d bytes exceeds the %d-byte frame limit", len(p), maxFrameSize)
+	var err error
+	if w.buf, err = appendFrame(w.buf[:0], batch); err != nil {
+		return err
 	}
-	binary.LittleEndian.PutUint32(w.buf, uint32(len(p)))
-	binary.LittleEndian.PutUint32(w.buf[4:], crc32.Checksum(p, castagnoli))
 	if _, err := w.f.Write(w.buf); err != nil {
 		// A short write (a full disk): cut the partial frame off so the
 		// log stays appendable once space is freed. If even that fails,
@@ -386,6 +388,20 @@ func (w *WAL) Append(batch []Record) error {
 	w.size += int64(len(w.buf))
 	w.active += int64(len(w.buf))
 	return nil
+}
+
+// appendFrame appends batch to dst as one frame (header and payload).
+func appendFrame(dst []byte, batch []Record) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, frameHeader)...)
+	dst = EncodeBatch(dst, batch)
+	p := dst[start+frameHeader:]
+	if len(p) > maxFrameSize {
+		return dst[:start], fmt.Errorf("batch of %d bytes exceeds the %d-byte frame limit", len(p), maxFrameSize)
+	}
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(p)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(p, castagnoli))
+	return dst, nil
 }
 
 // truncateActive cuts the active segment back to its last complete frame.
@@ -454,4 +470,185 @@ func (w *WAL) Close() error {
 	err := w.f.Close()
 	w.f = nil
 	return err
+}
+
+// Replace swaps the directories wal.new (complete) and wal; wal.old is the
+// previous log until it is deleted.
+const (
+	replaceNew = ".new"
+	replaceOld = ".old"
+)
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// replacing reports whether a Replace stopped between its two renames:
+// the log directory is gone and both the complete new one and the old one
+// are there.
+func replacing(dir string) bool {
+	return !exists(dir) && exists(dir+replaceNew) && exists(dir+replaceOld)
+}
+
+// recoverReplace finishes or undoes a Replace that a crash interrupted.
+// The new directory is complete (fsynced) before the old one is renamed
+// away, so once that rename happened it rolls forward; before it, the new
+// directory is dropped and the old log stands.
+func recoverReplace(dir string) error {
+	parent := filepath.Dir(dir)
+	switch {
+	case exists(dir):
+	case replacing(dir):
+		if err := os.Rename(dir+replaceNew, dir); err != nil {
+			return err
+		}
+	case exists(dir + replaceOld):
+		// Not produced by Replace's order; keep the old log rather than none.
+		if err := os.Rename(dir+replaceOld, dir); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(dir + replaceNew); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir + replaceOld); err != nil {
+		return err
+	}
+	if exists(parent) {
+		return format.SyncDir(parent)
+	}
+	return nil
+}
+
+// Replace makes keep (records in increasing seq order) the whole content
+// of the log: every other record is gone. Appends then continue in the
+// same segment, whose name is keep's first seq, or next when keep is
+// empty (next must exceed every seq the log will no longer hold and be at
+// most the next seq appended).
+//
+// The replacement is atomic across a crash: the new log is written and
+// fsynced into a sibling directory, then the old directory is renamed
+// away and the new one into place (OpenWAL rolls a crash between the two
+// renames forward). An error before the second rename leaves the old log
+// in place and appendable. An error after it (reopening the segment) is
+// not returned: the new log is on disk; the WAL refuses appends until it
+// is reopened.
+func (w *WAL) Replace(keep []Record, next uint64) error {
+	if w.readOnly {
+		return errors.New("write-ahead log is read-only")
+	}
+	if w.f == nil {
+		return errors.New("write-ahead log failed; reopen the store")
+	}
+	first := next
+	if len(keep) > 0 {
+		first = keep[0].Seq
+	}
+	tmp, old, parent := w.dir+replaceNew, w.dir+replaceOld, filepath.Dir(w.dir)
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(old); err != nil {
+		return err
+	}
+	b, err := appendFrames([]byte(walMagic), keep)
+	if err != nil {
+		return err
+	}
+	seg := fmt.Sprintf("%020d%s", first, walExt)
+	err = os.Mkdir(tmp, 0o755)
+	if err == nil {
+		err = writeFileSync(filepath.Join(tmp, seg), b)
+	}
+	if err == nil {
+		err = format.SyncDir(tmp)
+	}
+	if err == nil {
+		err = format.SyncDir(parent)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("write the new write-ahead log: %w", err)
+	}
+	// Windows cannot rename a directory while a file in it is open.
+	w.f.Close()
+	w.f = nil
+	if err := os.Rename(w.dir, old); err != nil {
+		os.RemoveAll(tmp)
+		w.reopenActive()
+		return fmt.Errorf("replace the write-ahead log: %w", err)
+	}
+	if err := format.SyncDir(parent); err != nil {
+		// The rename may not be durable yet: put the old log back.
+		if os.Rename(old, w.dir) == nil {
+			w.reopenActive()
+		}
+		os.RemoveAll(tmp)
+		return fmt.Errorf("replace the write-ahead log: %w", err)
+	}
+	if err := os.Rename(tmp, w.dir); err != nil {
+		if os.Rename(old, w.dir) == nil {
+			w.reopenActive()
+		}
+		return fmt.Errorf("replace the write-ahead log: %w", err)
+	}
+	// Committed: a crash from here on opens the new log (OpenWAL rolls a
+	// lost second rename forward and deletes the old directory).
+	format.SyncDir(parent)
+	os.RemoveAll(old)
+	w.segs = []uint64{first}
+	w.size = int64(len(b))
+	w.active = int64(len(b))
+	w.reopenActive()
+	return nil
+}
+
+// reopenActive opens the active segment for appending again after Replace
+// closed it; on failure the WAL stays failed.
+func (w *WAL) reopenActive() {
+	if len(w.segs) == 0 {
+		return
+	}
+	f, err := os.OpenFile(w.segPath(w.segs[len(w.segs)-1]), os.O_WRONLY|os.O_APPEND, 0o644)
+	if err == nil {
+		w.f = f
+	}
+}
+
+// appendFrames appends recs as frames under the frame size limit.
+func appendFrames(dst []byte, recs []Record) ([]byte, error) {
+	const per = 4096
+	for len(recs) > 0 {
+		n := min(per, len(recs))
+		for {
+			out, err := appendFrame(dst, recs[:n])
+			if err == nil {
+				dst = out
+				break
+			}
+			if n == 1 {
+				return dst, err
+			}
+			n /= 2
+		}
+		recs = recs[n:]
+	}
+	return dst, nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
