@@ -92,6 +92,11 @@ func (s Sink) Install(dataset, dir string) error {
 	return err
 }
 
+// Truncate implements client.Sink.
+func (s Sink) Truncate(dataset string, through uint64) (int, error) {
+	return s.Store.Truncate(dataset, through)
+}
+
 // Changes is the store's change notification as the bridge's ChangeFeed.
 type Changes struct{ Store *localcache.Store }
 

@@ -396,7 +396,9 @@ func (h *Hub) subscribe(c *conn, s protocol.Sub) {
 		rebase(fmt.Sprintf("epoch %d replaced by %d", s.Epoch, head.Epoch))
 		return
 	case s.Seq > head.Seq:
-		c.sendMsg(&protocol.Message{Type: protocol.TReset, Dataset: s.Dataset, Reason: fmt.Sprintf("client seq %d is ahead of the server's %d", s.Seq, head.Seq)})
+		// Seq tells the client the head: it drops its records above it
+		// and then follows this server again.
+		c.sendMsg(&protocol.Message{Type: protocol.TReset, Dataset: s.Dataset, Seq: head.Seq, Reason: fmt.Sprintf("client seq %d is ahead of the server's %d", s.Seq, head.Seq)})
 		rebase("client ahead of server")
 		return
 	}

@@ -59,6 +59,11 @@ type Sink interface {
 	StagingDir(dataset, snapshotID string) string
 	// Install verifies and swaps in a downloaded snapshot directory.
 	Install(dataset, dir string) error
+	// Truncate durably drops the records above seq through (the server
+	// lost them) and returns how many it dropped; nothing above it is a
+	// no-op. It fails, changing nothing, when through is below what the
+	// local snapshot covers.
+	Truncate(dataset string, through uint64) (int, error)
 }
 
 // Options for New.
@@ -563,7 +568,9 @@ func (s *session) run() (bool, error) {
 				return s.live, err
 			}
 		case protocol.TReset:
-			e.log.Warn("server reset", "dataset", m.Dataset, "reason", m.Reason)
+			if err := s.onReset(m); err != nil {
+				return s.live, err
+			}
 		case protocol.TError:
 			e.log.Warn("server error", "dataset", m.Dataset, "reason", m.Reason)
 			if m.File != "" {
@@ -650,6 +657,45 @@ func (s *session) apply(ds string, recs []protocol.Record) error {
 		}
 		d.Lag = d.HeadSeq - last
 		p.LastSync, d.LastSync = time.Now(), time.Now()
+	})
+	return nil
+}
+
+// onReset follows a server whose head is below the local seq (it lost
+// records it had acknowledged, e.g. restored from a backup): the records
+// above its head exist only here, so they are dropped. The rebase snapshot
+// the server sends next then subscribes from its head, and the catch-up
+// brings exactly the server's records. A server older than the reset's
+// seq field sends 0: dropping every pending record is still safe (the
+// catch-up sends them again), and a snapshot that covers more is refused
+// below.
+func (s *session) onReset(m *protocol.Message) error {
+	e, ds := s.e, m.Dataset
+	if !s.want(ds) {
+		return nil
+	}
+	_, _, seq, ok := e.sink.State(ds)
+	if !ok || seq <= m.Seq {
+		e.log.Warn("server reset", "dataset", ds, "reason", m.Reason, "server_seq", m.Seq)
+		return nil
+	}
+	n, err := e.sink.Truncate(ds, m.Seq)
+	if err != nil {
+		// The local snapshot already holds records the server does not
+		// have: only a fresh download could undo them, and Install keeps
+		// a snapshot that looks newer. Keep retrying; the operator sees why.
+		e.log.Error("server reset: cannot drop the local records the server no longer has; delete the dataset's local directory to download it again", "dataset", ds, "reason", m.Reason, "local_seq", seq, "server_seq", m.Seq, "err", err)
+		return fmt.Errorf("reset %s to the server's seq %d: %w", ds, m.Seq, err)
+	}
+	ep, snap, now, _ := e.sink.State(ds)
+	e.log.Warn("server reset: discarded local records the server no longer has", "dataset", ds, "reason", m.Reason, "discarded", n, "local_seq", seq, "server_seq", m.Seq, "seq_now", now)
+	s.caughtUp[ds] = false
+	delete(s.snapAnswer, ds)
+	e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {
+		d := dsf(ds)
+		d.Epoch, d.Snapshot, d.Seq = ep, snap, now
+		d.State = "catching up"
+		d.HeadSeq, d.Lag = m.Seq, m.Seq-now
 	})
 	return nil
 }
