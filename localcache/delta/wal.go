@@ -559,7 +559,7 @@ func (w *WAL) Replace(keep []Record, next uint64) error {
 	seg := fmt.Sprintf("%020d%s", first, walExt)
 	err = os.Mkdir(tmp, 0o755)
 	if err == nil {
-		err = writeFileSync(filepath.Join(tmp, seg), b)
+		err = format.WriteFileSync(filepath.Join(tmp, seg), b)
 	}
 	if err == nil {
 		err = format.SyncDir(tmp)
@@ -635,20 +635,4 @@ func appendFrames(dst []byte, recs []Record) ([]byte, error) {
 		recs = recs[n:]
 	}
 	return dst, nil
-}
-
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -67,7 +67,7 @@ func Publish(datasetDir, tmpDir string, m *Manifest) (string, error) {
 // WriteCurrent atomically replaces CURRENT with id.
 func WriteCurrent(datasetDir, id string) error {
 	tmp := filepath.Join(datasetDir, CurrentFile+".tmp")
-	if err := writeFileSync(tmp, []byte(id+"\n")); err != nil {
+	if err := WriteFileSync(tmp, []byte(id+"\n")); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(datasetDir, CurrentFile)); err != nil {

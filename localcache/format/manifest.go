@@ -290,10 +290,12 @@ func writeManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(filepath.Join(dir, ManifestFile), append(b, '\n'))
+	return WriteFileSync(filepath.Join(dir, ManifestFile), append(b, '\n'))
 }
 
-func writeFileSync(path string, b []byte) error {
+// WriteFileSync writes b to path (created or truncated) and fsyncs the
+// file; the caller fsyncs the directory.
+func WriteFileSync(path string, b []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err

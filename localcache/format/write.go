@@ -121,7 +121,7 @@ func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOption
 		return nil, st, fmt.Errorf("write %s: %w", IndexFile, err)
 	}
 	hb := buildHash(ids)
-	if err := writeFileSync(filepath.Join(dir, HashFile), hb); err != nil {
+	if err := WriteFileSync(filepath.Join(dir, HashFile), hb); err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", HashFile, err)
 	}
 	hh := newChunkHasher()
