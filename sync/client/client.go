@@ -87,6 +87,10 @@ type Options struct {
 	// new connection. Default 60 s, and at least three 1 MiB frames' time
 	// at BandwidthLimit.
 	StallTimeout time.Duration
+	// WelcomeTimeout: a connection on which the server's welcome has not
+	// arrived in this long (a hello damaged in transit leaves both sides
+	// waiting) is dropped and made again. Default 15 s.
+	WelcomeTimeout time.Duration
 	// TLSInsecure is never set by the product; tests use plain http.
 	Dialer *websocket.Dialer
 }
@@ -167,6 +171,9 @@ func New(sink Sink, o Options) *Engine {
 	}
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = 60 * time.Second
+	}
+	if o.WelcomeTimeout <= 0 {
+		o.WelcomeTimeout = 15 * time.Second
 	}
 	if o.BandwidthLimit > 0 {
 		o.StallTimeout = max(o.StallTimeout, time.Duration(3*float64(protocol.MaxChunk)/float64(o.BandwidthLimit)*float64(time.Second)))
@@ -375,6 +382,7 @@ type session struct {
 	downloading atomic.Int32
 	progressAt  atomic.Int64 // unix ns
 	stalled     atomic.Bool
+	welcomed    atomic.Bool // the server's welcome arrived
 }
 
 // progressed notes that a download asked for or got bytes.
@@ -383,20 +391,27 @@ func (s *session) progressed() {
 	s.downloading.Store(int32(len(s.dl)))
 }
 
-// watchdog drops the connection when a download stalls: a chunk or a
+// watchdog drops the connection when the server's welcome does not come,
+// or when a download stalls: a chunk or a
 // file_end lost or damaged in transit (a corrupt offset looks like a
 // stale frame and is ignored) would otherwise leave the client waiting
 // for bytes the server believes it sent. The next session resumes from
 // the verified chunks.
 func (s *session) watchdog() {
-	stall := s.e.opts.StallTimeout
-	t := time.NewTicker(max(stall/4, 10*time.Millisecond))
+	stall, welcome := s.e.opts.StallTimeout, s.e.opts.WelcomeTimeout
+	start := time.Now()
+	t := time.NewTicker(max(min(stall, welcome)/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-t.C:
+			if !s.welcomed.Load() && time.Since(start) > welcome {
+				s.e.log.Warn("no welcome from the server; reconnecting", "after", welcome)
+				s.ws.Close()
+				return
+			}
 			if s.downloading.Load() > 0 && time.Since(time.Unix(0, s.progressAt.Load())) > stall {
 				s.e.log.Warn("download stalled: nothing of what was asked for arrived; reconnecting", "for", stall)
 				s.stalled.Store(true)
@@ -524,6 +539,7 @@ func (s *session) run() (bool, error) {
 		}
 		switch m.Type {
 		case protocol.TWelcome:
+			s.welcomed.Store(true)
 			if m.Version < protocol.VersionMin || m.Version > protocol.VersionMax {
 				e.log.Warn("refusing welcome: protocol version not spoken here", "version", m.Version, "min", protocol.VersionMin, "max", protocol.VersionMax)
 				return s.live, fmt.Errorf("server chose protocol version %d; this client speaks %d..%d", m.Version, protocol.VersionMin, protocol.VersionMax)
