@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +18,6 @@ import (
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
-	"github.com/energyscope/energyscope/server"
 )
 
 func TestStatus(t *testing.T) {
@@ -152,7 +150,7 @@ func TestInfo(t *testing.T) {
 
 func TestSeries(t *testing.T) {
 	a := newTestApp(t)
-	prices := stockPrices(t)["MSFT"]
+	prices := companiontest.StockPrices(t, "2006-01")["MSFT"]
 	s := a.Series("MSFT", "", "", "", "")
 	if s.Error != "" || len(s.Times) != len(prices) || len(s.Values) != len(s.Times) || s.Frequency != "M" || s.Unit != "USD" {
 		t.Fatalf("series: %d points, %+v", len(s.Times), s.Error)
@@ -265,7 +263,7 @@ func TestExport(t *testing.T) {
 	if err != nil || len(rows) != 25 || rows[0][1] != "MSFT" || rows[0][2] != "IBM" {
 		t.Fatalf("sheet %s: %v rows %v", sheets[0], err, rows[:min(2, len(rows))])
 	}
-	want := stockPrices(t)["MSFT"]["2005-01"]
+	want := companiontest.StockPrices(t, "2006-01")["MSFT"]["2005-01"]
 	if rows[1][1] != fmt.Sprint(want) {
 		t.Fatalf("first MSFT value %q, want %v", rows[1][1], want)
 	}
@@ -478,22 +476,14 @@ func TestFloatsJSON(t *testing.T) {
 // TestSyncFromServer: an app with an empty home, pointed at a real server
 // in Settings, downloads the datasets and shows them live.
 func TestSyncFromServer(t *testing.T) {
-	srvHome := t.TempDir()
-	companiontest.CookSamples(t, srvHome)
-	srv, err := server.New(server.Options{Home: srvHome})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
+	srv, srvURL := companiontest.SampleServer(t)
 
 	a := openTestApp(t, t.TempDir())
 	if st := a.Status(); len(st.Datasets) != 0 || st.Error != "" {
 		t.Fatalf("empty home %+v", st)
 	}
 	s := a.GetSettings()
-	s.Server = hs.URL
+	s.Server = srvURL
 	if r := a.SaveSettings(s); r.Error != "" {
 		t.Fatal(r.Error)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/energyscope/energyscope/app"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
-	"github.com/energyscope/energyscope/server"
 )
 
 // repoRoot is the repository, from app/.
@@ -212,17 +210,9 @@ func TestBrowserUI(t *testing.T) {
 	ta := newTestApp(t)
 	// A real server with the same samples: the app syncs from it (it
 	// already holds its snapshots) and the Sync view shows it live.
-	srvHome := t.TempDir()
-	companiontest.CookSamples(t, srvHome)
-	es, err := server.New(server.Options{Home: srvHome})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer es.Close()
-	ehs := httptest.NewServer(es.Handler())
-	defer ehs.Close()
+	_, srvURL := companiontest.SampleServer(t)
 	set := ta.GetSettings()
-	set.Server = ehs.URL
+	set.Server = srvURL
 	if r := ta.SaveSettings(set); r.Error != "" {
 		t.Fatal(r.Error)
 	}

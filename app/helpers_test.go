@@ -2,17 +2,14 @@ package app_test
 
 import (
 	"context"
-	"encoding/csv"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/energyscope/energyscope/app"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
-	"github.com/energyscope/energyscope/server/cook/samples"
 )
 
 // event is one EventsEmit.
@@ -99,36 +96,6 @@ func openTestApp(t testing.TB, home string) *testApp {
 		}
 	})
 	return &testApp{App: a, home: home, settings: settings, rt: rt}
-}
-
-// stockPrices reads the sample stocks.csv: symbol -> "2006-01" -> price.
-func stockPrices(t testing.TB) map[string]map[string]float64 {
-	t.Helper()
-	f, err := samples.FS.Open("stocks.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]map[string]float64{}
-	for _, r := range rows[1:] {
-		tm, err := time.Parse("Jan 2 2006", r[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := strconv.ParseFloat(r[2], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out[r[0]] == nil {
-			out[r[0]] = map[string]float64{}
-		}
-		out[r[0]][tm.Format("2006-01")] = v
-	}
-	return out
 }
 
 func exists(p string) bool {

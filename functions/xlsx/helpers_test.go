@@ -1,12 +1,8 @@
 package xlsx_test
 
 import (
-	"encoding/csv"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,9 +11,6 @@ import (
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
 )
-
-// samplesDir holds the real sample data the store is cooked from.
-var samplesDir = filepath.Join("..", "..", "server", "cook", "samples")
 
 // sampleStore cooks the real samples into a fresh home and opens it read-only, as
 // es export does.
@@ -36,36 +29,6 @@ func sampleStore(t testing.TB) *localcache.Store {
 func sampleSource(t testing.TB) (wiring.Source, *localcache.Store) {
 	st := sampleStore(t)
 	return wiring.Source{Store: st}, st
-}
-
-// stockPrices reads stocks.csv into symbol -> ISO date -> price.
-func stockPrices(t testing.TB) map[string]map[string]float64 {
-	t.Helper()
-	f, err := os.Open(filepath.Join(samplesDir, "stocks.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]map[string]float64{}
-	for _, r := range rows[1:] {
-		d, err := time.Parse("Jan 2 2006", r[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := strconv.ParseFloat(r[2], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out[r[0]] == nil {
-			out[r[0]] = map[string]float64{}
-		}
-		out[r[0]][d.Format("2006-01-02")] = v
-	}
-	return out
 }
 
 // memSource is an in-memory functions.Source for synthetic data (benchmarks, limits).

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +104,7 @@ func TestLibreOffice(t *testing.T) {
 	}
 
 	// Values: every cell against stocks.csv.
-	prices := stockPrices(t)
+	prices := companiontest.StockPrices(t, "2006-01-02")
 	data := read(files.values, xlsx.DataSheet)
 	if strings.Join(data[0], ",") != "Date,MSFT,GOOG,IBM" || len(data) != 37 {
 		t.Fatalf("Data: header %v, %d rows", data[0], len(data))
@@ -205,7 +206,7 @@ func TestOpenpyxl(t *testing.T) {
 	py := pythonWithOpenpyxl()
 	needTool(t, "python3 with openpyxl", py != "")
 	files := writeReaderFiles(t)
-	prices := stockPrices(t)
+	prices := companiontest.StockPrices(t, "2006-01-02")
 
 	v := inspect(t, py, files.values)
 	if strings.Join(v.Sheets, ",") != "Data,Chart,Info" {

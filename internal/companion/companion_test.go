@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,7 +19,6 @@ import (
 	"github.com/energyscope/energyscope/internal/companion"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/localcache/delta"
-	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/sync/client"
 )
 
@@ -116,18 +114,10 @@ func TestBridgeOptional(t *testing.T) {
 // empty home that syncs from it, changes its datasets, and receives a
 // live update.
 func TestSync(t *testing.T) {
-	srvHome := t.TempDir()
-	companiontest.CookSamples(t, srvHome)
-	srv, err := server.New(server.Options{Home: srvHome})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
+	srv, srvURL := companiontest.SampleServer(t)
 
 	home := t.TempDir()
-	c, err := companion.Start(companion.Config{Home: home, Port: 0, Server: hs.URL, Datasets: []string{"stocks"}})
+	c, err := companion.Start(companion.Config{Home: home, Port: 0, Server: srvURL, Datasets: []string{"stocks"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +142,7 @@ func TestSync(t *testing.T) {
 
 	// Subscribe to iowa as well: a new engine, the store keeps serving.
 	first := c.Engine()
-	if err := c.SetSync(hs.URL, "", []string{"stocks", "iowa"}); err != nil {
+	if err := c.SetSync(srvURL, "", []string{"stocks", "iowa"}); err != nil {
 		t.Fatal(err)
 	}
 	if c.Engine() == first || !reflect.DeepEqual(c.Config().Datasets, []string{"stocks", "iowa"}) {

@@ -5,15 +5,19 @@
 package companiontest
 
 import (
+	"encoding/csv"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/cook"
 	"github.com/energyscope/energyscope/server/cook/samples"
 )
@@ -84,4 +88,51 @@ func RandomTable(rows int) *format.Table {
 		}
 	}
 	return t
+}
+
+// SampleServer starts a central server (in process, on loopback) over a
+// fresh home with the samples cooked, closed when the test ends, and
+// returns it with its URL.
+func SampleServer(tb testing.TB) (*server.Server, string) {
+	tb.Helper()
+	home := tb.TempDir()
+	CookSamples(tb, home)
+	srv, err := server.New(server.Options{Home: home})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	tb.Cleanup(func() { hs.Close(); srv.Close() })
+	return srv, hs.URL
+}
+
+// StockPrices reads the sample stocks.csv into symbol -> month (its
+// first day formatted with layout) -> price.
+func StockPrices(tb testing.TB, layout string) map[string]map[string]float64 {
+	tb.Helper()
+	f, err := samples.FS.Open("stocks.csv")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	for _, r := range rows[1:] {
+		d, err := time.Parse("Jan 2 2006", r[1])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		v, err := strconv.ParseFloat(r[2], 64)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if out[r[0]] == nil {
+			out[r[0]] = map[string]float64{}
+		}
+		out[r[0]][d.Format(layout)] = v
+	}
+	return out
 }
