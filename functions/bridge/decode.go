@@ -446,23 +446,8 @@ func (d *decoder) str() ([]byte, error) {
 				return nil, d.syntax("unexpected end of input in string")
 			}
 			switch e := b[i]; e {
-			case '"', '\\', '/':
-				dst = append(dst, e)
-				i++
-			case 'b':
-				dst = append(dst, '\b')
-				i++
-			case 'f':
-				dst = append(dst, '\f')
-				i++
-			case 'n':
-				dst = append(dst, '\n')
-				i++
-			case 'r':
-				dst = append(dst, '\r')
-				i++
-			case 't':
-				dst = append(dst, '\t')
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				dst = append(dst, unescape[e])
 				i++
 			case 'u':
 				r, ok := hex4(b, i+1)
@@ -526,3 +511,6 @@ func hex4(b []byte, i int) (rune, bool) {
 	}
 	return r, true
 }
+
+// unescape maps the letter of a one-letter JSON escape to its byte.
+var unescape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
