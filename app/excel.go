@@ -1,9 +1,7 @@
 package app
 
 import (
-	"crypto/sha256"
 	"crypto/x509"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -33,7 +31,7 @@ func (a *App) ExcelInfo() Excel {
 	out := Excel{
 		Running: true, BridgeURL: br.URL(), ManifestURL: br.URL() + "/addin/manifest.xml",
 		ManifestPath: manifestPath(home), CAPath: certs.CAPath(), CAName: certs.CA.Subject.CommonName,
-		CASHA256: fingerprint(certs.CA), CATrusted: caTrusted(certs),
+		CASHA256: certs.CAFingerprint(), CATrusted: caTrusted(certs),
 	}
 	if _, p, err := net.SplitHostPort(br.Addr().String()); err == nil {
 		out.Port, _ = strconv.Atoi(p)
@@ -56,18 +54,6 @@ func caTrusted(c *bridge.Certs) bool {
 	}
 	_, err = c.Leaf.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "127.0.0.1", CurrentTime: time.Now()})
 	return err == nil
-}
-
-func fingerprint(c *x509.Certificate) string {
-	sum := sha256.Sum256(c.Raw)
-	var b strings.Builder
-	for i, x := range sum {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		fmt.Fprintf(&b, "%02X", x)
-	}
-	return b.String()
 }
 
 // trustCommand is the command that trusts the CA for this platform.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -44,7 +42,7 @@ func runTrust(e *env, args []string) error {
 	w := e.stdout
 	fmt.Fprintf(w, "EnergyScope bridge CA: %s\n", ca)
 	fmt.Fprintf(w, "  subject:  %s\n", certs.CA.Subject.CommonName)
-	fmt.Fprintf(w, "  SHA-256:  %s\n", fingerprint(certs.CA))
+	fmt.Fprintf(w, "  SHA-256:  %s\n", certs.CAFingerprint())
 	fmt.Fprintf(w, "  valid to: %s; it can only vouch for 127.0.0.1, ::1 and localhost (name constraints)\n\n", certs.CA.NotAfter.Format("2006-01-02"))
 
 	if !*printOnly && runtime.GOOS == "linux" {
@@ -102,16 +100,4 @@ func printTrustInstructions(w io.Writer, ca, caDir string) {
 	fmt.Fprintln(w, "Linux browsers (NSS database of Chromium; Firefox has one per profile):")
 	fmt.Fprintf(w, "  certutil -d sql:$HOME/.pki/nssdb -A -t C,, -n \"EnergyScope bridge\" -i %s\n", q(ca))
 	fmt.Fprintln(w, "\nCheck: open https://127.0.0.1:<port>/addin/taskpane.html in a browser: no certificate warning.")
-}
-
-func fingerprint(c *x509.Certificate) string {
-	sum := sha256.Sum256(c.Raw)
-	var b strings.Builder
-	for i, x := range sum {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		fmt.Fprintf(&b, "%02X", x)
-	}
-	return b.String()
 }

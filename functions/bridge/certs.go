@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -281,4 +282,18 @@ func ReadCA(dir string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: not a PEM certificate", filepath.Join(dir, CAFile))
 	}
 	return bytes.TrimSpace(b), nil
+}
+
+// CAFingerprint is the SHA-256 of the CA certificate as colon-separated
+// hex pairs, the form certificate viewers show.
+func (c *Certs) CAFingerprint() string {
+	sum := sha256.Sum256(c.CA.Raw)
+	var b strings.Builder
+	for i, x := range sum {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		fmt.Fprintf(&b, "%02X", x)
+	}
+	return b.String()
 }
