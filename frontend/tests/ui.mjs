@@ -83,7 +83,15 @@ try {
   const px2 = await pixels();
   check('chart redrawn for the quarters', px2.n > 500, px2);
   // Hover: the legend shows the value under the cursor.
-  const box = await page.locator('#chart .u-over').boundingBox();
+  // The chart is rebuilt on a new frequency: wait until its overlay is
+  // laid out again (boundingBox is null while it is detached).
+  const over = page.locator('#chart .u-over');
+  let box = null;
+  for (let i = 0; i < 100 && !box; i++) {
+    await over.waitFor({ state: 'visible' });
+    box = await over.boundingBox();
+    if (!box) await page.waitForTimeout(50);
+  }
   await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
   const legend = await page.$eval('#chart .u-legend', (e) => e.textContent);
   check('legend shows hovered values', /\d/.test(legend) && /Q\d/.test(legend), legend);
