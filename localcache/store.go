@@ -44,6 +44,9 @@ var (
 	ErrNoDataset = errors.New("dataset not found")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrHomeLocked: another process (es serve, a companion) holds the
+	// home's writer lock; Open of a writable store wraps it.
+	ErrHomeLocked = flock.ErrLocked
 )
 
 // DatasetsDir is the directory of a home that holds the datasets.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -76,12 +77,42 @@ var (
 )
 
 // ValidDatasetName reports whether name may name a dataset (it becomes a
-// directory name).
+// directory name on the server and on every companion, Windows and macOS
+// included): 1 to 64 of letters, digits, '_', '-', '.', starting with a
+// letter or digit, not ending with '.', and not a name Windows reserves for
+// a device (CON, PRN, AUX, NUL, COM0-9, LPT0-9, in any case, with or
+// without an extension, e.g. "nul.txt"). Names that differ only by case
+// are one directory on Windows and macOS: a home must not hold both, which
+// the creators of datasets check (this function sees one name).
 func ValidDatasetName(name string) error {
 	if !datasetNameRE.MatchString(name) {
 		return fmt.Errorf("invalid dataset name %q: use letters, digits, '_', '-', '.' (at most 64, not starting with '.')", name)
 	}
+	if strings.HasSuffix(name, ".") {
+		return fmt.Errorf("invalid dataset name %q: a name may not end with '.' (Windows drops it)", name)
+	}
+	if reservedDeviceName(name) {
+		return fmt.Errorf("invalid dataset name %q: Windows reserves it for a device", name)
+	}
 	return nil
+}
+
+// reservedDeviceName reports whether Windows treats name as a device:
+// the part before the first '.' is CON, PRN, AUX, NUL, COMn or LPTn (n a
+// digit), in any case.
+func reservedDeviceName(name string) bool {
+	base, _, _ := strings.Cut(name, ".")
+	switch strings.ToUpper(base) {
+	case "CON", "PRN", "AUX", "NUL":
+		return true
+	}
+	if len(base) == 4 && base[3] >= '0' && base[3] <= '9' {
+		switch strings.ToUpper(base[:3]) {
+		case "COM", "LPT":
+			return true
+		}
+	}
+	return false
 }
 
 // ParseManifest decodes and validates manifest.json.
