@@ -14,6 +14,7 @@
 package hub
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -73,6 +74,8 @@ type Hub struct {
 
 	connsN    atomic.Int64
 	slowCuts  atomic.Int64
+	rebases   atomic.Int64 // snapshot answers to a subscribe
+	resets    atomic.Int64
 	deltasOut atomic.Int64
 	bytesOut  atomic.Int64
 }
@@ -110,11 +113,16 @@ func New(src Source, o Options) *Hub {
 // Stats are the hub's counters.
 type Stats struct {
 	Connections, SlowConsumerCuts, DeltaFrames, BytesOut int64
+	// Rebases counts subscriptions answered with a snapshot to rebase on
+	// (no local snapshot, another epoch, history too short, a reset);
+	// Resets those told to drop records the server does not have.
+	Rebases, Resets int64
 }
 
 // Stats returns the counters.
 func (h *Hub) Stats() Stats {
-	return Stats{h.connsN.Load(), h.slowCuts.Load(), h.deltasOut.Load(), h.bytesOut.Load()}
+	return Stats{Connections: h.connsN.Load(), SlowConsumerCuts: h.slowCuts.Load(), DeltaFrames: h.deltasOut.Load(), BytesOut: h.bytesOut.Load(),
+		Rebases: h.rebases.Load(), Resets: h.resets.Load()}
 }
 
 func (h *Hub) dsLock(ds string) *sync.Mutex {
@@ -348,13 +356,9 @@ func (c *conn) readLoop() {
 			}
 			c.client = m.Client
 			c.sendMsg(&protocol.Message{Type: protocol.TWelcome, Version: min(m.Proto[1], protocol.VersionMax), Heads: c.h.src.Heads()})
-			for _, s := range m.Subs {
-				c.h.subscribe(c, s)
-			}
+			c.h.subscribeAll(c, m.Type, m.Subs)
 		case protocol.TSubscribe:
-			for _, s := range m.Subs {
-				c.h.subscribe(c, s)
-			}
+			c.h.subscribeAll(c, m.Type, m.Subs)
 		case protocol.TFetch:
 			c.startFetch(m)
 		case protocol.TAck:
@@ -370,50 +374,83 @@ func (c *conn) readLoop() {
 	}
 }
 
+// subOutcome is what a subscribe did for one dataset.
+type subOutcome int
+
+const (
+	subCaughtUp subOutcome = iota // catch-up queued, registered for live deltas
+	subRebase                     // told to rebase on a snapshot
+	subReset                      // told to drop records the server does not have, then rebase
+	subUnknown                    // no such dataset
+	subCut                        // the connection closed meanwhile
+	nSubOutcomes
+)
+
+// subscribeAll subscribes each entry of one hello or subscribe message
+// and logs one line for the message, however many entries it has
+// (protocol.MaxSubs bounds them): a line per entry let one message write
+// thousands.
+func (h *Hub) subscribeAll(c *conn, typ string, subs []protocol.Sub) {
+	var n [nSubOutcomes]int
+	var rebased []string
+	for _, s := range subs {
+		o := h.subscribe(c, s)
+		n[o]++
+		if (o == subRebase || o == subReset) && len(rebased) < 5 {
+			rebased = append(rebased, s.Dataset)
+		}
+	}
+	lvl := slog.LevelDebug
+	if n[subRebase]+n[subReset]+n[subUnknown] > 0 {
+		lvl = slog.LevelInfo
+	}
+	h.opts.Logger.Log(context.Background(), lvl, "subscribe", "client", c.client, "message", typ, "datasets", len(subs),
+		"caught_up", n[subCaughtUp], "rebase", n[subRebase], "reset", n[subReset], "unknown", n[subUnknown], "rebase_first", rebased)
+}
+
 // subscribe brings a client from its state to the head and registers it
 // for live deltas, atomically with respect to Publish.
-func (h *Hub) subscribe(c *conn, s protocol.Sub) {
+func (h *Hub) subscribe(c *conn, s protocol.Sub) subOutcome {
 	l := h.dsLock(s.Dataset)
 	l.Lock()
 	defer l.Unlock()
 	head, m, ok := h.src.Head(s.Dataset)
 	if !ok {
 		c.sendMsg(&protocol.Message{Type: protocol.TError, Dataset: s.Dataset, Reason: "unknown dataset " + s.Dataset})
-		return
+		return subUnknown
 	}
 	c.mu.Lock()
 	delete(c.subs, s.Dataset)
 	c.mu.Unlock()
-	rebase := func(why string) {
-		h.opts.Logger.Info("client must rebase", "client", c.client, "dataset", s.Dataset, "why", why)
+	rebase := func(why string) subOutcome {
+		h.rebases.Add(1)
 		c.sendMsg(&protocol.Message{Type: protocol.TSnapshot, Dataset: s.Dataset, Manifest: m, Reason: why})
+		return subRebase
 	}
 	switch {
 	case s.Snapshot == "":
-		rebase("no local snapshot")
-		return
+		return rebase("no local snapshot")
 	case s.Epoch != head.Epoch:
-		rebase(fmt.Sprintf("epoch %d replaced by %d", s.Epoch, head.Epoch))
-		return
+		return rebase(fmt.Sprintf("epoch %d replaced by %d", s.Epoch, head.Epoch))
 	case s.Seq > head.Seq:
 		// Seq tells the client the head: it drops its records above it
 		// and then follows this server again.
 		c.sendMsg(&protocol.Message{Type: protocol.TReset, Dataset: s.Dataset, Seq: head.Seq, Reason: fmt.Sprintf("client seq %d is ahead of the server's %d", s.Seq, head.Seq)})
+		h.resets.Add(1)
 		rebase("client ahead of server")
-		return
+		return subReset
 	}
 	recs, ok := h.src.Since(s.Dataset, s.Seq)
 	if !ok {
-		rebase(fmt.Sprintf("history does not reach back to seq %d", s.Seq))
-		return
+		return rebase(fmt.Sprintf("history does not reach back to seq %d", s.Seq))
 	}
 	if !c.sendMsg(&protocol.Message{Type: protocol.TCatchupBegin, Dataset: s.Dataset, From: s.Seq, To: head.Seq}) {
-		return
+		return subCut
 	}
 	sent := s.Seq
 	for _, group := range protocol.SplitRecords(recs) {
 		if !c.enqueue(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: s.Dataset, Records: group})) {
-			return
+			return subCut
 		}
 		sent = group[len(group)-1].Seq
 	}
@@ -426,6 +463,7 @@ func (h *Hub) subscribe(c *conn, s protocol.Sub) {
 		// it can rebase by compacting locally.
 		c.sendMsg(&protocol.Message{Type: protocol.TSnapshot, Dataset: s.Dataset, Manifest: m, Reason: "newer snapshot"})
 	}
+	return subCaughtUp
 }
 
 // Publish sends records (already durable and applied on the server) to

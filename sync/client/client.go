@@ -498,14 +498,20 @@ func (s *session) run() (bool, error) {
 	}
 	s.want = func(d string) bool { return len(wanted) == 0 || wanted[d] }
 	hello := &protocol.Message{Type: protocol.THello, Proto: []int{protocol.VersionMin, protocol.VersionMax}, Client: e.opts.Name}
+	var subs []protocol.Sub
 	for _, d := range e.opts.Datasets {
-		hello.Subs = append(hello.Subs, s.sub(d))
+		subs = append(subs, s.sub(d))
 	}
 	subscribed := map[string]bool{}
-	for _, sb := range hello.Subs {
+	for _, sb := range subs {
 		subscribed[sb.Dataset] = true
 	}
+	// A message holds at most protocol.MaxSubs entries: the rest follow
+	// in subscribes.
+	n := min(len(subs), protocol.MaxSubs)
+	hello.Subs = subs[:n]
 	s.send(hello)
+	s.subscribe(subs[n:])
 	readDeadline := func() { s.ws.SetReadDeadline(time.Now().Add(90 * time.Second)) }
 	readDeadline()
 	s.ws.SetPingHandler(func(data string) error {
@@ -554,9 +560,7 @@ func (s *session) run() (bool, error) {
 					more = append(more, s.sub(h.Dataset))
 				}
 			}
-			if len(more) > 0 {
-				s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: more})
-			}
+			s.subscribe(more)
 		case protocol.THeartbeat:
 			s.onHeads(m.Heads)
 		case protocol.TSnapshot:
@@ -596,6 +600,15 @@ func (s *session) run() (bool, error) {
 				return s.live, fmt.Errorf("server busy: %s", m.Reason)
 			}
 		}
+	}
+}
+
+// subscribe sends subs in messages of at most protocol.MaxSubs entries.
+func (s *session) subscribe(subs []protocol.Sub) {
+	for len(subs) > 0 {
+		n := min(len(subs), protocol.MaxSubs)
+		s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: subs[:n]})
+		subs = subs[n:]
 	}
 }
 

@@ -35,6 +35,10 @@ const (
 	MaxControl = 1 << 20
 	// MaxFrame is the read limit of a connection.
 	MaxFrame = MaxChunk + 4096
+	// MaxSubs bounds the entries of one hello or subscribe message; a
+	// client with more datasets sends several subscribes. A message with
+	// more is refused (ErrTooManySubs).
+	MaxSubs = 1024
 )
 
 // Message types (the "type" field of a control message).
@@ -108,6 +112,10 @@ type Message struct {
 // ErrMalformed wraps every decoding failure.
 var ErrMalformed = errors.New("malformed message")
 
+// ErrTooManySubs: a hello or subscribe with more than MaxSubs entries
+// (wrapped together with ErrMalformed).
+var ErrTooManySubs = errors.New("too many subscriptions in one message")
+
 // DecodeMessage parses and validates a control message.
 func DecodeMessage(b []byte) (*Message, error) {
 	if len(b) > MaxControl {
@@ -119,6 +127,9 @@ func DecodeMessage(b []byte) (*Message, error) {
 	}
 	bad := func(format string, args ...any) (*Message, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrMalformed, m.Type, fmt.Sprintf(format, args...))
+	}
+	if len(m.Subs) > MaxSubs {
+		return nil, fmt.Errorf("%w: %s: %w: %d entries, at most %d", ErrMalformed, m.Type, ErrTooManySubs, len(m.Subs), MaxSubs)
 	}
 	switch m.Type {
 	case THello:
