@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // Directory layout of one dataset:
@@ -51,11 +53,8 @@ func Publish(datasetDir, tmpDir string, m *Manifest) (string, error) {
 			return "", err
 		}
 	} else {
-		if err := os.Rename(tmpDir, final); err != nil {
+		if err := fileutil.Rename(tmpDir, final); err != nil {
 			return "", fmt.Errorf("publish snapshot: %w", err)
-		}
-		if err := SyncDir(root); err != nil {
-			return "", err
 		}
 	}
 	if err := WriteCurrent(datasetDir, m.SnapshotID); err != nil {
@@ -67,13 +66,10 @@ func Publish(datasetDir, tmpDir string, m *Manifest) (string, error) {
 // WriteCurrent atomically replaces CURRENT with id.
 func WriteCurrent(datasetDir, id string) error {
 	tmp := filepath.Join(datasetDir, CurrentFile+".tmp")
-	if err := WriteFileSync(tmp, []byte(id+"\n")); err != nil {
+	if err := fileutil.WriteNew(tmp, []byte(id+"\n"), 0o644); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(datasetDir, CurrentFile)); err != nil {
-		return err
-	}
-	return SyncDir(datasetDir)
+	return fileutil.Rename(tmp, filepath.Join(datasetDir, CurrentFile))
 }
 
 // ReadCurrent returns the snapshot id in CURRENT.

@@ -11,9 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"time"
+
+	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // Names of the files of a snapshot directory.
@@ -325,39 +326,13 @@ func writeManifest(dir string, m *Manifest) error {
 }
 
 // WriteFileSync writes b to path (created or truncated) and fsyncs the
-// file; the caller fsyncs the directory.
-func WriteFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+// file; the caller fsyncs the directory. It is fileutil.WriteNew, kept
+// under this name for the format's callers.
+func WriteFileSync(path string, b []byte) error { return fileutil.WriteNew(path, b, 0o644) }
 
 // SyncDir fsyncs a directory so that renames and creations in it are
-// durable.
-func SyncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil // Windows cannot fsync a directory handle; NTFS journals renames.
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+// durable (fileutil.SyncDir).
+func SyncDir(dir string) error { return fileutil.SyncDir(dir) }
 
 // isHex64 reports whether s is 64 lowercase hex digits (a SHA-256). A
 // plain loop: a manifest at full scale lists ~600 chunk hashes and a

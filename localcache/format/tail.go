@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // TailBlockRows is the target number of rows of a row group of
@@ -207,10 +208,10 @@ func writeTailFile(path string, c *cooked, tc tailCodec) (FileInfo, error) {
 	if err := bw.Flush(); err != nil {
 		return FileInfo{}, err
 	}
-	if err := f.Sync(); err != nil {
+	if err := fileutil.SyncClose(f); err != nil {
 		return FileInfo{}, err
 	}
-	return h.info(filepath.Base(path)), f.Close()
+	return h.info(filepath.Base(path)), nil
 }
 
 type noClose struct{ io.Writer }

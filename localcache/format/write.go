@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // WriteOptions controls Write. The zero value is usable except for Dataset.
@@ -551,10 +552,10 @@ func writeArrow(path string, schema *arrow.Schema, body func(*ipc.FileWriter) er
 	if err := bw.Flush(); err != nil {
 		return FileInfo{}, err
 	}
-	if err := f.Sync(); err != nil {
+	if err := fileutil.SyncClose(f); err != nil {
 		return FileInfo{}, err
 	}
-	return h.info(filepath.Base(path)), f.Close()
+	return h.info(filepath.Base(path)), nil
 }
 
 type multiWriter struct {
