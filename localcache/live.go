@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/fileutil"
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
@@ -209,10 +210,7 @@ func placeSnapshot(datasetDir, tmp, id string) error {
 	if _, err := os.Stat(final); err == nil {
 		return os.RemoveAll(tmp)
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		return err
-	}
-	return format.SyncDir(root)
+	return fileutil.Rename(tmp, final)
 }
 
 // installPublished opens the placed snapshot m, swaps it in with the delta
@@ -457,11 +455,7 @@ func copyFileSync(src, dst string) error {
 		out.Close()
 		return err
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return fileutil.SyncClose(out)
 }
 
 // foldTable builds the rows of base + pending for format.Write: every

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/energyscope/energyscope/internal/fileutil"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -344,7 +345,7 @@ func (w *WAL) newSegment(first uint64) error {
 		f.Close()
 		return err
 	}
-	if err := format.SyncDir(w.dir); err != nil {
+	if err := fileutil.SyncDir(w.dir); err != nil {
 		f.Close()
 		return err
 	}
@@ -456,7 +457,7 @@ func (w *WAL) DropThrough(seq uint64) error {
 		keep = i + 1
 	}
 	w.segs = w.segs[keep:]
-	return format.SyncDir(w.dir)
+	return fileutil.SyncDir(w.dir)
 }
 
 // Size is the number of bytes in the log.
@@ -516,7 +517,7 @@ func recoverReplace(dir string) error {
 		return err
 	}
 	if exists(parent) {
-		return format.SyncDir(parent)
+		return fileutil.SyncDir(parent)
 	}
 	return nil
 }
@@ -559,13 +560,13 @@ func (w *WAL) Replace(keep []Record, next uint64) error {
 	seg := fmt.Sprintf("%020d%s", first, walExt)
 	err = os.Mkdir(tmp, 0o755)
 	if err == nil {
-		err = format.WriteFileSync(filepath.Join(tmp, seg), b)
+		err = fileutil.WriteNew(filepath.Join(tmp, seg), b, 0o644)
 	}
 	if err == nil {
-		err = format.SyncDir(tmp)
+		err = fileutil.SyncDir(tmp)
 	}
 	if err == nil {
-		err = format.SyncDir(parent)
+		err = fileutil.SyncDir(parent)
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -579,7 +580,7 @@ func (w *WAL) Replace(keep []Record, next uint64) error {
 		w.reopenActive()
 		return fmt.Errorf("replace the write-ahead log: %w", err)
 	}
-	if err := format.SyncDir(parent); err != nil {
+	if err := fileutil.SyncDir(parent); err != nil {
 		// The rename may not be durable yet: put the old log back.
 		if os.Rename(old, w.dir) == nil {
 			w.reopenActive()
@@ -595,7 +596,7 @@ func (w *WAL) Replace(keep []Record, next uint64) error {
 	}
 	// Committed: a crash from here on opens the new log (OpenWAL rolls a
 	// lost second rename forward and deletes the old directory).
-	format.SyncDir(parent)
+	fileutil.SyncDir(parent)
 	os.RemoveAll(old)
 	w.segs = []uint64{first}
 	w.size = int64(len(b))
