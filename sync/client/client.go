@@ -40,6 +40,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/energyscope/energyscope/internal/fileutil"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/protocol"
 )
@@ -1046,10 +1047,11 @@ func (s *session) finishFile(d *download) error {
 		os.Remove(filepath.Join(d.dir, fi.Name+".partial"))
 		return fmt.Errorf("%s: SHA-256 %s, manifest says %s; file discarded", fi.Name, got, fi.SHA256)
 	}
-	if err := d.f.Sync(); err != nil {
+	err := fileutil.SyncClose(d.f)
+	d.f = nil
+	if err != nil {
 		return err
 	}
-	d.close()
 	final := filepath.Join(d.dir, fi.Name)
 	if err := os.Rename(final+".partial", final); err != nil {
 		return err
@@ -1078,7 +1080,9 @@ func (s *session) finishDownload(d *download) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(d.dir, format.ManifestFile), b, 0o644); err != nil {
+	// Durable (file and directory, which also makes the renames of the
+	// .partial files durable) before Install moves CURRENT to it.
+	if err := fileutil.WriteFile(filepath.Join(d.dir, format.ManifestFile), b, 0o644); err != nil {
 		return err
 	}
 	if err := s.e.sink.Install(ds, d.dir); err != nil {
