@@ -14,6 +14,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // Scopes a token may have. Write implies read.
@@ -136,9 +138,5 @@ func (t *Tokens) saveLocked() error {
 	if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
 		return err
 	}
-	tmp := t.path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, t.path)
+	return fileutil.WriteFile(t.path, append(b, '\n'), 0o600)
 }
