@@ -17,9 +17,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
+
+	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // Certificate files under <home>/bridge/.
@@ -243,33 +244,11 @@ func readPEM(path string) (*pem.Block, error) {
 	return blk, nil
 }
 
-// writeFileAtomic writes b to path through a temporary file in the same
-// directory, fsyncs it and renames it into place.
+// writeFileAtomic writes b to path durably (fileutil.WriteFile). On
+// Windows only the read-only bit exists: the file is private through the
+// ACL of the user's profile directory it lives in.
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	// On Windows only the read-only bit exists: the file is private through
-	// the ACL of the user's profile directory it lives in.
-	if err := f.Chmod(mode); err != nil && runtime.GOOS != "windows" {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fileutil.WriteFile(path, b, mode)
 }
 
 // ReadCA returns the PEM bytes of the CA certificate in dir.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/energyscope/energyscope/functions/bridge"
+	"github.com/energyscope/energyscope/internal/fileutil"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -70,34 +71,11 @@ func SaveSettings(path string, s Settings) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("save settings: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+SettingsFile+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("save settings: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename there is nothing to remove
-	if err := f.Chmod(0o600); err != nil && !isWindows() {
-		f.Close()
-		return fmt.Errorf("save settings: %w", err)
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("save settings: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("save settings: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save settings: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fileutil.WriteFile(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save settings: %w", err)
 	}
 	return nil
 }
-
-func isWindows() bool { return filepath.Separator == '\\' }
 
 // Normalize trims spaces and drops empty and repeated dataset names.
 func (s Settings) Normalize() Settings {
