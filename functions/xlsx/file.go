@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/energyscope/energyscope/functions"
+	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // ExportFile writes the workbook for req to path, atomically: to a temporary file in
@@ -41,36 +42,20 @@ func ExportFile(path string, src functions.Source, req Request, progress func(do
 	if err != nil {
 		return Summary{}, err
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(abs)+".*.tmp")
+	tmp, err := fileutil.CreateTemp(abs, 0o600)
 	if err != nil {
 		return Summary{}, fmt.Errorf("cannot write %s: %w", path, describeFSError(err))
 	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	sum, err := p.write(tmp, progress)
+	defer tmp.Close() // removes the temporary file unless committed
+	sum, err := p.write(tmp.File, progress)
 	if err != nil {
 		return Summary{}, fmt.Errorf("write %s: %w", path, describeFSError(err))
 	}
-	if err := tmp.Sync(); err != nil {
-		return Summary{}, fmt.Errorf("write %s: %w", path, describeFSError(err))
-	}
-	if err := tmp.Close(); err != nil {
-		return Summary{}, fmt.Errorf("write %s: %w", path, describeFSError(err))
-	}
-	if err := os.Rename(tmp.Name(), abs); err != nil {
+	if err := tmp.Commit(); err != nil {
 		if isLocked(err) {
 			return Summary{}, openElsewhere(path)
 		}
 		return Summary{}, fmt.Errorf("replace %s: %w", path, describeFSError(err))
-	}
-	done = true
-	if err := syncDir(dir); err != nil {
-		return Summary{}, fmt.Errorf("sync %s: %w", dir, err)
 	}
 	sum.Path = abs
 	return sum, nil

@@ -17,9 +17,6 @@ const (
 	errorHandleDiskFull   syscall.Errno = 39
 )
 
-// syncDir: Windows cannot open a directory to sync it; NTFS journals the rename.
-func syncDir(string) error { return nil }
-
 // checkNotOpen fails early, before any work, when path exists and another program
 // (Excel keeps an open workbook locked) holds it: the rename at the end would fail.
 func checkNotOpen(path string) error {
