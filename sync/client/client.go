@@ -115,6 +115,9 @@ type Engine struct {
 	// acct accounts snapshot downloads across the sessions of this
 	// process, by snapshot id; only the session goroutine touches it.
 	acct map[string]*dlAcct
+	// failing holds the datasets whose last local apply failed, across
+	// sessions; only the session goroutine touches it.
+	failing map[string]*ApplyError
 
 	// Counters (tests, metrics).
 	Stats struct {
@@ -124,8 +127,39 @@ type Engine struct {
 		DownloadRebases     atomic.Int64
 		DeltasApplied       atomic.Int64
 		ResumedBytesSkipped atomic.Int64 // bytes kept from .partial files at resume
+		Sessions            atomic.Int64 // connections made (a reconnect is one more)
+		ApplyFailures       atomic.Int64 // local applies that failed (each retried later)
 	}
 }
+
+// Dataset states (DatasetProgress.State).
+const (
+	StateConnecting   = "connecting"
+	StateDownloading  = "downloading"
+	StateCatchingUp   = "catching up"
+	StateLive         = "live"
+	StateRebasing     = "rebasing"
+	StateOffline      = "offline"
+	StateApplyFailing = "apply failing" // DatasetProgress.Failure says why and when it retries
+)
+
+// ApplyError is a dataset whose records could not be made durable
+// locally (a full or read-only disk, a failed fsync). It is not a
+// connection failure: the session stays up and the other datasets stay
+// live, while this one retries by itself, with exponential backoff and
+// jitter, by subscribing again from what it holds.
+type ApplyError struct {
+	Dataset  string
+	Attempts int       // consecutive failures
+	RetryAt  time.Time // when the engine subscribes the dataset again
+	Err      error     // the sink's error
+}
+
+func (e *ApplyError) Error() string {
+	return fmt.Sprintf("apply %s (attempt %d, retry at %s): %v", e.Dataset, e.Attempts, e.RetryAt.Format(time.RFC3339), e.Err)
+}
+
+func (e *ApplyError) Unwrap() error { return e.Err }
 
 // Progress is what a UI shows.
 type Progress struct {
@@ -147,14 +181,17 @@ type DatasetProgress struct {
 	HeadSeq  uint64
 	Lag      uint64 // HeadSeq - Seq
 	// Download progress (State == "downloading").
-	File           string
-	FileDone       int64
-	FileTotal      int64
-	BytesDone      int64 // all files of the snapshot
-	BytesTotal     int64
-	RateBytesPerS  float64
-	ETA            time.Duration
-	LastSync       time.Time
+	File          string
+	FileDone      int64
+	FileTotal     int64
+	BytesDone     int64 // all files of the snapshot
+	BytesTotal    int64
+	RateBytesPerS float64
+	ETA           time.Duration
+	LastSync      time.Time
+	// Failure is set while the dataset's local apply fails
+	// (State == StateApplyFailing).
+	Failure        *ApplyError
 	downloadStart  time.Time
 	downloadOffset int64
 }
@@ -185,7 +222,7 @@ func New(sink Sink, o Options) *Engine {
 	if o.Dialer == nil {
 		o.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, WriteBufferSize: 4096}
 	}
-	e := &Engine{opts: o, sink: sink, log: o.Logger, dsProg: map[string]*DatasetProgress{}, resumeCh: make(chan struct{}, 1), acct: map[string]*dlAcct{}}
+	e := &Engine{opts: o, sink: sink, log: o.Logger, dsProg: map[string]*DatasetProgress{}, resumeCh: make(chan struct{}, 1), acct: map[string]*dlAcct{}, failing: map[string]*ApplyError{}}
 	e.prog.Server = o.Server
 	return e
 }
@@ -337,6 +374,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 		return false, err
 	}
 	ws.SetReadLimit(protocol.MaxFrame)
+	e.Stats.Sessions.Add(1)
 	e.mu.Lock()
 	e.conn = ws
 	e.mu.Unlock()
@@ -574,14 +612,17 @@ func (s *session) run() (bool, error) {
 		case protocol.TCatchupEnd:
 			recs := s.catchup[m.Dataset]
 			delete(s.catchup, m.Dataset)
-			if err := s.apply(m.Dataset, recs); err != nil {
+			if err := s.apply(m.Dataset, recs, true); err != nil {
 				return s.live, err
 			}
 			s.live = true
+			if e.failing[m.Dataset] != nil {
+				break // applyFailed set the state and the retry
+			}
 			s.caughtUp[m.Dataset] = true
 			e.update(func(p *Progress, ds func(string) *DatasetProgress) {
 				d := ds(m.Dataset)
-				d.State = "live"
+				d.State = StateLive
 				p.LastSync, d.LastSync = time.Now(), time.Now()
 			})
 		case protocol.TFileEnd:
@@ -642,7 +683,7 @@ func (s *session) onBinary(b []byte) error {
 			s.catchup[f.Dataset] = append(buf, f.Records...)
 			return nil
 		}
-		return s.apply(f.Dataset, f.Records)
+		return s.apply(f.Dataset, f.Records, false)
 	case *protocol.Chunk:
 		return s.onChunk(f)
 	}
@@ -650,9 +691,15 @@ func (s *session) onBinary(b []byte) error {
 }
 
 // apply writes records through the sink and acknowledges them. A gap
-// (records that do not follow the local seq) forces a resubscribe.
-func (s *session) apply(ds string, recs []protocol.Record) error {
+// (records that do not follow the local seq) forces a resubscribe. live
+// deltas of a dataset whose apply is failing are dropped (not
+// acknowledged) until its retry, which subscribes again and applies the
+// catch-up (catchup true).
+func (s *session) apply(ds string, recs []protocol.Record, catchup bool) error {
 	if len(recs) == 0 {
+		return nil
+	}
+	if s.e.failing[ds] != nil && !catchup {
 		return nil
 	}
 	_, _, seq, ok := s.e.sink.State(ds)
@@ -674,7 +721,12 @@ func (s *session) apply(ds string, recs []protocol.Record) error {
 		return nil
 	}
 	if err := s.e.sink.Apply(ds, recs); err != nil {
-		return fmt.Errorf("apply %s: %w", ds, err)
+		s.applyFailed(ds, err)
+		return nil
+	}
+	if f := s.e.failing[ds]; f != nil {
+		delete(s.e.failing, ds)
+		s.e.log.Info("local apply works again", "dataset", ds, "after_attempts", f.Attempts)
 	}
 	last := recs[len(recs)-1].Seq
 	s.e.Stats.DeltasApplied.Add(int64(len(recs)))
@@ -682,6 +734,9 @@ func (s *session) apply(ds string, recs []protocol.Record) error {
 	s.e.update(func(p *Progress, dsf func(string) *DatasetProgress) {
 		d := dsf(ds)
 		d.Seq = last
+		if d.Failure != nil {
+			d.Failure, d.State = nil, StateLive
+		}
 		if d.HeadSeq < last {
 			d.HeadSeq = last
 		}
@@ -689,6 +744,45 @@ func (s *session) apply(ds string, recs []protocol.Record) error {
 		p.LastSync, d.LastSync = time.Now(), time.Now()
 	})
 	return nil
+}
+
+// applyFailed marks a dataset whose local apply failed and schedules its
+// retry: after the backoff the engine subscribes it again from what it
+// holds, and the catch-up is applied. Until then its live deltas are
+// dropped; the connection and the other datasets carry on.
+func (s *session) applyFailed(ds string, err error) {
+	e := s.e
+	e.Stats.ApplyFailures.Add(1)
+	f := e.failing[ds]
+	if f == nil {
+		f = &ApplyError{Dataset: ds}
+		e.failing[ds] = f
+	}
+	f.Attempts++
+	f.Err = err
+	delay := e.retryDelay(f.Attempts)
+	f.RetryAt = time.Now().Add(delay)
+	fe := *f
+	s.caughtUp[ds] = false
+	e.log.Warn("local apply failed; the dataset retries by itself, the others carry on", "dataset", ds, "attempt", f.Attempts, "retry_in", delay.Round(time.Millisecond), "err", err)
+	e.update(func(p *Progress, dsf func(string) *DatasetProgress) {
+		d := dsf(ds)
+		d.State, d.Failure = StateApplyFailing, &fe
+	})
+	time.AfterFunc(delay, func() {
+		s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: []protocol.Sub{s.sub(ds)}})
+	})
+}
+
+// retryDelay is the wait before the n-th retry of a failing apply:
+// exponential between MinBackoff and MaxBackoff with equal jitter (at
+// least half the step, so a failing disk is never retried in a loop).
+func (e *Engine) retryDelay(n int) time.Duration {
+	ceil := e.opts.MinBackoff << min(n-1, 20)
+	if ceil > e.opts.MaxBackoff || ceil <= 0 {
+		ceil = e.opts.MaxBackoff
+	}
+	return ceil/2 + time.Duration(rand.Int64N(int64(ceil/2)+1))
 }
 
 // onReset follows a server whose head is below the local seq (it lost
@@ -1009,6 +1103,14 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 	s.progressBytes(d)
 	if s.e.opts.BandwidthLimit > 0 {
 		time.Sleep(time.Duration(float64(len(c.Data)) / float64(s.e.opts.BandwidthLimit) * float64(time.Second)))
+	}
+	if d.off == fi.Size {
+		// Every byte is here and every chunk verified: finish now rather
+		// than at file_end. Chunk frames name the file by SHA-256 only, so
+		// when two datasets download the same file (equal data.arrow) a
+		// stream's chunks may land in the other download, whose file_end
+		// then finds nothing to finish.
+		return s.finishFile(d)
 	}
 	return nil
 }
