@@ -250,8 +250,9 @@ func setCurrent(t *testing.T, home, ds, dir string) {
 }
 
 // TestOpenRefusesCorruption damages each file of a published snapshot in
-// each way: snapshot.Open and localcache.Open must both refuse it with a
-// CorruptionError naming the file, never panic or fault.
+// each way: snapshot.Open must refuse it with a CorruptionError naming the
+// file, never panic or fault, and localcache.Open must open the home with
+// the dataset listed as damaged for that reason.
 func TestOpenRefusesCorruption(t *testing.T) {
 	tmpl := t.TempDir()
 	publish(t, tmpl, "ds", versionTable(5, 1), format.WriteOptions{Epoch: 1, BatchRows: 40})
@@ -274,12 +275,7 @@ func TestOpenRefusesCorruption(t *testing.T) {
 			}
 			wantCorruption(t, err, c.file)
 			wantMapped(t, dir, false) // a failed open leaves nothing mapped
-			st, err := localcache.Open(home, nil)
-			if err == nil {
-				st.Close()
-				t.Fatal("localcache.Open accepted the damaged snapshot")
-			}
-			wantCorruption(t, err, c.file)
+			wantDamagedOpen(t, home, nil, c.file)
 			if _, verr := format.Verify(dir); verr == nil {
 				t.Error("format.Verify accepted the damaged snapshot")
 			}
@@ -359,12 +355,7 @@ func TestCurrentProblems(t *testing.T) {
 			if err := os.WriteFile(cur, []byte(c.current), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			st, err := localcache.Open(home, nil)
-			if err == nil {
-				st.Close()
-				t.Fatal("Open accepted a bad CURRENT")
-			}
-			wantCorruption(t, err, c.file)
+			wantDamagedOpen(t, home, nil, c.file)
 		})
 	}
 	// A dataset directory without CURRENT is being created: not an error.
@@ -415,10 +406,31 @@ func TestRefreshRefusesForeignSnapshot(t *testing.T) {
 			if in, _ := st.Info("S1"); in.SnapshotID != ma.SnapshotID {
 				t.Fatalf("serving %s, want %s", in.SnapshotID, ma.SnapshotID)
 			}
-			if st2, err := localcache.Open(home, &localcache.Options{ReadOnly: true}); err == nil {
-				st2.Close()
-				t.Fatal("Open served the snapshot")
-			}
+			wantDamagedOpen(t, home, &localcache.Options{ReadOnly: true}, format.ManifestFile)
 		})
+	}
+}
+
+// wantDamagedOpen opens home: Open must succeed (a damaged dataset never
+// fails the whole home), list "ds" as damaged by a CorruptionError naming
+// file, refuse lookups in it with ErrDamaged, and report it in Status.
+func wantDamagedOpen(t *testing.T, home string, o *localcache.Options, file string) {
+	t.Helper()
+	st, err := localcache.Open(home, o)
+	if err != nil {
+		t.Fatalf("Open failed for one damaged dataset: %v", err)
+	}
+	defer st.Close()
+	err = st.Damaged("ds")
+	if !errors.Is(err, localcache.ErrDamaged) {
+		t.Fatalf("Damaged(ds) = %v, want ErrDamaged", err)
+	}
+	wantCorruption(t, err, file)
+	if _, err := st.Get("ds:S1", snapshot.MinTime, snapshot.MaxTime); !errors.Is(err, localcache.ErrDamaged) {
+		t.Fatalf("Get in the damaged dataset: %v, want ErrDamaged", err)
+	}
+	ss, err := st.Status()
+	if err != nil || len(ss) != 1 || ss[0].Health != localcache.Damaged || !errors.Is(ss[0].Err, localcache.ErrDamaged) {
+		t.Fatalf("Status = %+v, %v; want ds damaged", ss, err)
 	}
 }

@@ -36,6 +36,9 @@ func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if de := d.damage.Load(); de != nil {
+		return 0, de
+	}
 	if err := delta.Validate(batch); err != nil {
 		return 0, err
 	}
@@ -112,6 +115,9 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 	d, err := s.Dataset(dataset)
 	if err != nil {
 		return nil, err
+	}
+	if de := d.damage.Load(); de != nil {
+		return nil, de
 	}
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
@@ -263,9 +269,15 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 	}
 	d.swap(&readState{snap: snap, delta: dl})
 	d.lastSync.Store(time.Now().UnixNano())
+	s.scrubLater(d, snap)
 	dropThrough := covers
 	if newEpoch {
 		dropThrough = ^uint64(0)
+		// After CURRENT: a crash before this line restarts on the new
+		// snapshot with the old epoch's marker, and Open retires the log.
+		if err := writeEpochMarker(d.dir, m.Epoch, lastSeq); err != nil {
+			s.opts.Logger.Warn("write epoch marker", "dataset", d.name, "err", err)
+		}
 	}
 	if err := d.wal.DropThrough(dropThrough); err != nil {
 		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
@@ -366,11 +378,29 @@ func (s *Store) Install(dataset, dir string) (*format.Manifest, error) {
 	if err := format.VerifyFiles(dir, m); err != nil {
 		return nil, fmt.Errorf("install: %w", err)
 	}
+	// Installs of one name run one at a time, also for a dataset that does
+	// not exist yet (concurrent creations would race for CURRENT).
+	unlock := s.lockName(dataset)
+	defer unlock()
 	dsDir := s.DatasetDir(dataset)
 	d, derr := s.Dataset(dataset)
+	if derr != nil {
+		// Not opened yet (created or damaged by another process since the
+		// last Refresh): open it first, so that it is not taken for new.
+		if err := s.refreshDataset(dataset); err != nil && !errors.Is(err, ErrDamaged) {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		d, derr = s.Dataset(dataset)
+	}
 	if derr == nil {
 		d.cmu.Lock()
 		defer d.cmu.Unlock()
+		if d.damage.Load() != nil {
+			if err := s.installOverDamaged(d, dir, m); err != nil {
+				return nil, fmt.Errorf("install: %w", err)
+			}
+			return m, nil
+		}
 		cur := d.cur.Load()
 		if cur == nil {
 			return nil, ErrClosed

@@ -530,13 +530,20 @@ func TestLiveFailedWrites(t *testing.T) {
 
 	t.Run("CURRENT cannot move", func(t *testing.T) {
 		apply(4)
-		// CURRENT is replaced through CURRENT.tmp; a directory there makes
-		// that fail after the new snapshot is in place.
-		block := filepath.Join(home, DatasetsDir, "d", format.CurrentFile+".tmp", "x")
-		os.MkdirAll(block, 0o755)
+		// CURRENT is replaced by renaming a temporary file over it; a
+		// non-empty directory in its place makes that fail after the new
+		// snapshot is in place.
+		cur := filepath.Join(home, DatasetsDir, "d", format.CurrentFile)
+		if err := os.Rename(cur, cur+".saved"); err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Join(cur, "x"), 0o755)
 		_, before, _, _ := s.State("d")
 		_, err := s.Compact("d")
-		os.RemoveAll(filepath.Dir(block))
+		os.RemoveAll(cur)
+		if err := os.Rename(cur+".saved", cur); err != nil {
+			t.Fatal(err)
+		}
 		if err == nil {
 			t.Fatal("compaction that could not move CURRENT succeeded")
 		}

@@ -830,9 +830,16 @@ func TestLiveOpenCorruptSnapshot(t *testing.T) {
 				}()
 				s, err = Open(home, nil)
 			}()
-			if err == nil {
-				s.Close()
-				t.Fatal("a damaged snapshot was opened")
+			if err != nil {
+				t.Fatalf("one damaged dataset failed Open: %v", err)
+			}
+			defer s.Close()
+			var de *DamageError
+			if err := s.Damaged("d"); !errors.As(err, &de) || !errors.Is(err, ErrDamaged) {
+				t.Fatalf("Damaged(d) = %v, want a *DamageError", err)
+			}
+			if _, err := s.Get("d:"+liveGenID(0), snapshot.MinTime, snapshot.MaxTime); !errors.Is(err, ErrDamaged) {
+				t.Fatalf("a lookup in the damaged dataset: %v, want ErrDamaged", err)
 			}
 		})
 	}

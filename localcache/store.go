@@ -24,6 +24,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -76,6 +77,11 @@ type Options struct {
 	// Keep is how many snapshots of a dataset stay on disk, the one in
 	// service included. Zero means 2.
 	Keep int
+	// ScrubBytesPerSec is the read rate of the background scrub that
+	// re-hashes each snapshot put in service (see scrub.go). Zero means
+	// DefaultScrubBytesPerSec; negative disables the scrub. A read-only
+	// store never scrubs.
+	ScrubBytesPerSec int64
 }
 
 func (o *Options) withDefaults() Options {
@@ -94,6 +100,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if out.Keep <= 0 {
 		out.Keep = 2
+	}
+	if out.ScrubBytesPerSec == 0 {
+		out.ScrubBytesPerSec = DefaultScrubBytesPerSec
 	}
 	return out
 }
@@ -116,6 +125,32 @@ type Store struct {
 	watchMu   sync.Mutex // guards watchers, nextWatch
 	watchers  map[int]func(dataset string, ids []string)
 	nextWatch int
+
+	// nameMu serializes, per dataset name, the operations that create or
+	// replace a dataset's snapshot (Install, the first open of a dataset
+	// by Refresh), including for names that do not exist yet.
+	nameMuMu sync.Mutex
+	nameMu   map[string]*sync.Mutex
+
+	metrics storeMetrics
+	scrub   *scrubber // nil when disabled or read-only
+}
+
+// lockName takes the per-name install lock of dataset name and returns
+// its unlock.
+func (s *Store) lockName(name string) func() {
+	s.nameMuMu.Lock()
+	if s.nameMu == nil {
+		s.nameMu = map[string]*sync.Mutex{}
+	}
+	m := s.nameMu[name]
+	if m == nil {
+		m = new(sync.Mutex)
+		s.nameMu[name] = m
+	}
+	s.nameMuMu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 // Dataset is one dataset of a store.
@@ -137,6 +172,14 @@ type Dataset struct {
 	// retention deletes their directories only once the last reader lets
 	// go. Guarded by wmu.
 	retired []*snapshot.Snapshot
+
+	// damage is non-nil while the dataset is damaged (see damage.go);
+	// readers check it before they touch the read state. cur may be nil
+	// then (nothing could be opened) or the state that faulted.
+	damage atomic.Pointer[DamageError]
+	// lostCurrent: the dataset was found without a readable CURRENT, so
+	// the epoch of its write-ahead log records is unknown. Guarded by wmu.
+	lostCurrent bool
 }
 
 // readState is what a reader sees: a snapshot and the delta over it.
@@ -153,9 +196,13 @@ func (d *Dataset) Name() string { return d.name }
 func (d *Dataset) Dir() string { return d.dir }
 
 // acquire returns the current read state with a reference taken on its
-// snapshot; release it with rs.snap.Unref().
+// snapshot; release it with rs.snap.Unref(). A damaged dataset gives its
+// *DamageError.
 func (d *Dataset) acquire() (*readState, error) {
 	for {
+		if de := d.damage.Load(); de != nil {
+			return nil, de
+		}
 		rs := d.cur.Load()
 		if rs == nil {
 			return nil, ErrClosed
@@ -177,8 +224,10 @@ func (d *Dataset) swap(rs *readState) {
 }
 
 // Open opens every dataset under home/datasets. A home without datasets is
-// an empty store, not an error; a dataset whose snapshot is corrupt makes
-// Open fail with the corruption error (it is never served half-checked).
+// an empty store, not an error. Each dataset opens on its own: one whose
+// CURRENT, snapshot or write-ahead log is damaged is listed as damaged
+// (see Damaged, Status) and refuses lookups, while the others serve; it
+// is never served half-checked.
 func Open(home string, opts *Options) (*Store, error) {
 	s := &Store{home: home, opts: opts.withDefaults(), datasets: map[string]*Dataset{}}
 	if !s.opts.ReadOnly {
@@ -195,6 +244,7 @@ func Open(home string, opts *Options) (*Store, error) {
 		}
 		s.lock = l
 	}
+	s.startScrub()
 	if err := s.Refresh(); err != nil {
 		s.Close()
 		return nil, err
@@ -213,6 +263,8 @@ func (s *Store) DatasetDir(name string) string {
 // Refresh picks up datasets created and snapshots published (CURRENT
 // moved) since Open, by this or another process. A dataset whose new
 // snapshot fails to open keeps serving its old one; the error is returned.
+// A dataset with nothing to serve (its first open failed) is marked
+// damaged instead, and a later Refresh that opens it clears that.
 func (s *Store) Refresh() error {
 	root := filepath.Join(s.home, DatasetsDir)
 	ents, err := os.ReadDir(root)
@@ -226,20 +278,30 @@ func (s *Store) Refresh() error {
 		if !e.IsDir() || format.ValidDatasetName(e.Name()) != nil {
 			continue
 		}
-		if err := s.refreshDataset(e.Name()); err != nil {
+		unlock := s.lockName(e.Name())
+		err := s.refreshDataset(e.Name())
+		unlock()
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// refreshDataset opens dataset name, or its new snapshot. The caller
+// holds lockName(name).
 func (s *Store) refreshDataset(name string) error {
 	dir := s.DatasetDir(name)
 	id, err := format.ReadCurrent(dir)
+	lost := false
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // being created
-	} else if err != nil {
-		return fmt.Errorf("dataset %s: %w", name, err)
+		if !hadLife(dir) {
+			return nil // being created
+		}
+		// A dataset that was opened before (it has a write-ahead log) and
+		// lost CURRENT is damaged, not absent: its records are still there.
+		lost = true
+		err = &format.CorruptionError{File: format.CurrentFile, Offset: -1, Err: errors.New("missing, but the dataset has a write-ahead log")}
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -254,10 +316,23 @@ func (s *Store) refreshDataset(name string) error {
 
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
+	if err != nil {
+		if d.cur.Load() != nil {
+			// Still serving what it opened: report, keep serving.
+			return fmt.Errorf("dataset %s: %w", name, err)
+		}
+		if lost || errors.As(err, new(*format.CorruptionError)) {
+			d.lostCurrent = true
+		}
+		return s.registerDamagedLocked(d, err)
+	}
 	if cur := d.cur.Load(); cur != nil && cur.snap.ID() == id {
 		return nil
 	}
-	if !s.opts.ReadOnly {
+	if !s.opts.ReadOnly && d.cur.Load() == nil && d.damage.Load() == nil {
+		// Only at the first open of the dataset by this store, under the
+		// name lock: no install of this store is writing a temp directory
+		// of it, and the home lock keeps other writers out.
 		if n, err := format.SweepTemp(dir); err != nil {
 			s.opts.Logger.Warn("sweep temporary snapshots", "dataset", name, "err", err)
 		} else if n > 0 {
@@ -283,6 +358,9 @@ func (s *Store) refreshDataset(name string) error {
 		rs, err = s.openStateLocked(d, id)
 	}
 	if err != nil {
+		if d.cur.Load() == nil {
+			return s.registerDamagedLocked(d, err)
+		}
 		return fmt.Errorf("dataset %s: %w", name, err)
 	}
 	snap := rs.snap
@@ -293,18 +371,56 @@ func (s *Store) refreshDataset(name string) error {
 		snap.Close()
 		return ErrClosed
 	}
-	if s.datasets[name] == nil {
-		s.datasets[name] = d
-		s.names = append(s.names, name)
-		sort.Strings(s.names)
-		list := make([]*Dataset, len(s.names))
-		for i, n := range s.names {
-			list[i] = s.datasets[n]
-		}
-		s.list.Store(&list)
-	}
+	s.registerLocked(d)
 	d.swap(rs)
+	d.lostCurrent = false
+	if d.damage.Swap(nil) != nil {
+		s.opts.Logger.Info("damaged dataset serves again", "dataset", name, "snapshot", snap.ID())
+	}
+	s.scrubLater(d, snap)
 	return nil
+}
+
+// registerLocked adds d to the store's datasets if it is new. s.mu is
+// held.
+func (s *Store) registerLocked(d *Dataset) {
+	if s.datasets[d.name] != nil {
+		return
+	}
+	s.datasets[d.name] = d
+	s.names = append(s.names, d.name)
+	sort.Strings(s.names)
+	list := make([]*Dataset, len(s.names))
+	for i, n := range s.names {
+		list[i] = s.datasets[n]
+	}
+	s.list.Store(&list)
+}
+
+// registerDamagedLocked lists d as damaged by cause: it is reported, and
+// refuses lookups, but does not fail Open or Refresh. d.wmu is held.
+func (s *Store) registerDamagedLocked(d *Dataset, cause error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.registerLocked(d)
+	s.markDamaged(d, cause)
+	return nil
+}
+
+// hadLife reports whether a dataset directory without CURRENT was opened
+// by a writable store before (it has a write-ahead log or an epoch
+// marker): then CURRENT was lost. A dataset being created has neither
+// until its CURRENT is written.
+func hadLife(dir string) bool {
+	for _, n := range []string{WALDir, EpochFile} {
+		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // openStateLocked opens snapshot id of d and the delta over it. d.wmu is
@@ -316,7 +432,8 @@ func (s *Store) openStateLocked(d *Dataset, id string) (*readState, error) {
 	}
 	if snap.Manifest.Dataset != d.name {
 		snap.Close()
-		return nil, fmt.Errorf("snapshot %s belongs to dataset %q", id, snap.Manifest.Dataset)
+		return nil, &format.CorruptionError{File: format.ManifestFile, Offset: -1,
+			Err: fmt.Errorf("snapshot %s belongs to dataset %q", id, snap.Manifest.Dataset)}
 	}
 	if snap.ID() != id {
 		// Served, it would report another id than CURRENT, and every
@@ -334,22 +451,75 @@ func (s *Store) openStateLocked(d *Dataset, id string) (*readState, error) {
 }
 
 // openDeltaLocked opens the dataset's write-ahead log (once) and replays
-// the records above what snap covers into a fresh delta. d.wmu is held.
+// the records above what snap covers into a fresh delta, unless they
+// belong to another epoch (see epoch.go). d.wmu is held.
 func (s *Store) openDeltaLocked(d *Dataset, snap *snapshot.Snapshot) (*readState, error) {
 	covers := snap.Manifest.CoversThroughSeq
+	last := covers
 	var recs []delta.Record
 	if d.wal == nil {
-		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), s.opts.ReadOnly, covers, s.opts.Logger)
+		mk, err := readEpochMarker(d.dir)
+		if err != nil {
+			return nil, err
+		}
+		if mk.ok {
+			last = max(last, mk.floor)
+		}
+		retire := mk.ok && mk.epoch != snap.Manifest.Epoch
+		skip := last
+		if retire {
+			skip = 0 // read them all, for the highest seq
+		}
+		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), s.opts.ReadOnly, skip, s.opts.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("open write-ahead log: %w", err)
 		}
 		d.wal, recs = w, r
+		if retire {
+			for _, r := range recs {
+				last = max(last, r.Seq)
+			}
+			recs = nil
+			s.opts.Logger.Warn("write-ahead log belongs to another epoch; retiring it", "dataset", d.name, "log_epoch", mk.epoch, "snapshot_epoch", snap.Manifest.Epoch, "floor", last)
+			if !s.opts.ReadOnly {
+				if err := s.retireWALLocked(d, snap.Manifest.Epoch, last); err != nil {
+					return nil, err
+				}
+			}
+		} else if !mk.ok && !s.opts.ReadOnly {
+			// A log from before epoch markers: it belongs to the snapshot in
+			// service, as it always did.
+			if err := writeEpochMarker(d.dir, snap.Manifest.Epoch, 0); err != nil {
+				return nil, fmt.Errorf("write %s: %w", EpochFile, err)
+			}
+		}
 	} else if cur := d.cur.Load(); cur != nil {
-		recs = cur.delta.Records(covers)
+		if cur.snap.Manifest.Epoch == snap.Manifest.Epoch {
+			recs = cur.delta.Records(covers)
+		} else {
+			last = max(last, cur.delta.LastSeq())
+		}
 	}
-	dl := delta.New(snap, covers)
+	dl := delta.New(snap, last)
 	dl.Apply(recs)
 	return &readState{snap: snap, delta: dl}, nil
+}
+
+// retireWALLocked makes every record of d's log with seq <= floor history:
+// the marker first (from then on nothing at or below floor is replayed),
+// then a fresh segment above floor, then the old segments go. d.wmu is
+// held.
+func (s *Store) retireWALLocked(d *Dataset, epoch, floor uint64) error {
+	if err := writeEpochMarker(d.dir, epoch, floor); err != nil {
+		return fmt.Errorf("write %s: %w", EpochFile, err)
+	}
+	if err := d.wal.Rotate(floor + 1); err != nil {
+		return fmt.Errorf("rotate write-ahead log: %w", err)
+	}
+	if err := d.wal.DropThrough(floor); err != nil {
+		s.opts.Logger.Warn("drop retired write-ahead log segments", "dataset", d.name, "err", err)
+	}
+	return nil
 }
 
 // Close stops serving. Readers holding results keep their mappings until
@@ -362,6 +532,9 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.isClosed.Store(true)
+	if s.scrub != nil {
+		s.scrub.stop() // it takes no s.mu: no deadlock
+	}
 	var errs []error
 	for _, d := range s.datasets {
 		d.cmu.Lock() // let a running compaction finish
@@ -369,6 +542,7 @@ func (s *Store) Close() error {
 		d.swap(nil)
 		if d.wal != nil {
 			errs = append(errs, d.wal.Close())
+			d.wal = nil
 		}
 		d.wmu.Unlock()
 		d.cmu.Unlock()
@@ -422,11 +596,15 @@ type located struct {
 	pending bool // the delta has changes for it
 }
 
-func (d *Dataset) find(id string) (located, bool, error) {
+// find looks id up in d. r records what is being read for the fault
+// guard of the caller.
+func (d *Dataset) find(id string, r *reading) (located, bool, error) {
+	r.d = d
 	rs, err := d.acquire()
 	if err != nil {
 		return located{}, false, err
 	}
+	r.snap = rs.snap
 	l := located{d: d, rs: rs, id: id}
 	if row, ok := rs.snap.Lookup(id); ok {
 		l.row, l.inBase, l.pending = row, true, rs.delta.Touched(row)
@@ -436,15 +614,20 @@ func (d *Dataset) find(id string) (located, bool, error) {
 		l.pending = true
 		return l, true, nil
 	}
+	r.snap = nil
 	rs.snap.Unref()
 	return located{}, false, nil
 }
 
-// locate finds a series reference ("id" or "dataset:id").
-func (s *Store) locate(ref string) (located, error) {
+// locate finds a series reference ("id" or "dataset:id"). A damaged
+// dataset named explicitly gives its *DamageError; an id found in no
+// healthy dataset while some dataset is damaged gives an error that wraps
+// both ErrNotFound and the damage (the series may be in the damaged one).
+// r is the caller's fault-guard record; on success r.snap is l.rs.snap.
+func (s *Store) locate(ref string, r *reading) (located, error) {
 	if i := strings.IndexByte(ref, ':'); i > 0 {
 		if d, err := s.Dataset(ref[:i]); err == nil {
-			l, ok, err := d.find(ref[i+1:])
+			l, ok, err := d.find(ref[i+1:], r)
 			if err != nil {
 				return located{}, err
 			}
@@ -458,10 +641,19 @@ func (s *Store) locate(ref string) (located, error) {
 	if err != nil {
 		return located{}, err
 	}
+	var damaged error
 	for _, d := range ds {
-		if l, ok, err := d.find(ref); err == nil && ok {
+		l, ok, err := d.find(ref, r)
+		if err == nil && ok {
 			return l, nil
 		}
+		if damaged == nil && errors.Is(err, ErrDamaged) {
+			damaged = err
+		}
+	}
+	r.d = nil
+	if damaged != nil {
+		return located{}, fmt.Errorf("%w: %q (%w)", ErrNotFound, ref, damaged)
 	}
 	return located{}, fmt.Errorf("%w: %q", ErrNotFound, ref)
 }
@@ -496,8 +688,19 @@ func (r *Result) Release() {
 // the delta shadowing the snapshot. A series without pending changes is a
 // slice of the mapping; one with changes is merged into a pooled buffer
 // that Release recycles.
-func (s *Store) Get(ref string, from, to int64) (Result, error) {
-	l, err := s.locate(ref)
+//
+// Get itself never faults on a mapped file that shrank underneath (the
+// fault becomes a CorruptionError and marks the dataset damaged), but the
+// caller's reads of Points are outside that guard: callers that cannot
+// afford a fault read through Copy or View.
+func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
+	var r reading
+	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+	return s.get(ref, from, to, &r)
+}
+
+func (s *Store) get(ref string, from, to int64, r *reading) (Result, error) {
+	l, err := s.locate(ref, r)
 	if err != nil {
 		return Result{}, err
 	}
@@ -505,20 +708,50 @@ func (s *Store) Get(ref string, from, to int64) (Result, error) {
 	if !l.pending {
 		res.Frequency = l.rs.snap.Frequency(l.row)
 		if res.Points, err = l.rs.snap.Get(l.row, from, to); err != nil {
+			r.snap = nil
 			res.Release()
 			return Result{}, fmt.Errorf("get %s: %w", ref, err)
 		}
+		r.snap = nil // handed to the caller with res
 		return res, nil
 	}
 	buf := getMergeBuf()
 	pts, freq, _, err := l.merged(buf, from, to)
 	if err != nil {
 		buf.put()
+		r.snap = nil
 		res.Release()
 		return Result{}, fmt.Errorf("get %s: %w", ref, err)
 	}
 	res.Points, res.Frequency, res.buf = pts, freq, buf
+	r.snap = nil
 	return res, nil
+}
+
+// View calls fn with the points of series ref in [from, to] (see Get)
+// under the store's fault guard: a mapped file that shrank underneath
+// while fn reads the points fails the call with a CorruptionError (and
+// marks the dataset damaged) instead of killing the process. The points
+// are valid only during fn.
+func (s *Store) View(ref string, from, to int64, fn func(Result) error) (err error) {
+	var r reading
+	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+	res, err := s.get(ref, from, to, &r)
+	if err != nil {
+		return err
+	}
+	r.d = s.datasetOrNil(res.Dataset)
+	r.snap = res.snap // released by the guard if fn faults
+	err = fn(res)
+	r.snap = nil
+	res.Release()
+	return err
+}
+
+// datasetOrNil is Dataset without the error.
+func (s *Store) datasetOrNil(name string) *Dataset {
+	d, _ := s.Dataset(name)
+	return d
 }
 
 // mergeBuf holds the merged points of one Get of a series with pending
@@ -652,17 +885,19 @@ func mergeSecs(secs []int64, vals []float64, bs []int64, bv []float64, dp []delt
 // Copy returns copies of the points of series ref in [from, to] as unix
 // seconds and values: for callers that keep the data.
 func (s *Store) Copy(ref string, from, to int64) (periods []int64, values []float64, err error) {
-	r, err := s.Get(ref, from, to)
+	err = s.View(ref, from, to, func(r Result) error {
+		n := r.Points.Len()
+		periods = make([]int64, n)
+		for i := range periods {
+			periods[i] = r.Points.Unix(i)
+		}
+		values = slices.Clone(r.Points.Values)
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer r.Release()
-	n := r.Points.Len()
-	periods = make([]int64, n)
-	for i := range periods {
-		periods[i] = r.Points.Unix(i)
-	}
-	return periods, slices.Clone(r.Points.Values), nil
+	return periods, values, nil
 }
 
 // Info describes a series: every field of its index row with the delta
@@ -679,14 +914,21 @@ type Info struct {
 }
 
 // Info returns the series' metadata.
-func (s *Store) Info(ref string) (Info, error) {
-	l, err := s.locate(ref)
+func (s *Store) Info(ref string) (in Info, err error) {
+	var r reading
+	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+	l, err := s.locate(ref, &r)
 	if err != nil {
 		return Info{}, err
 	}
-	defer l.rs.snap.Unref()
+	defer func() {
+		if r.snap != nil { // not released by a fault
+			r.snap = nil
+			l.rs.snap.Unref()
+		}
+	}()
 	m := l.rs.snap.Manifest
-	in := Info{Dataset: l.d.name, SnapshotID: m.SnapshotID, Epoch: m.Epoch, Seq: l.rs.delta.LastSeq(), Updated: m.Created.Unix(), Pending: l.pending}
+	in = Info{Dataset: l.d.name, SnapshotID: m.SnapshotID, Epoch: m.Epoch, Seq: l.rs.delta.LastSeq(), Updated: m.Created.Unix(), Pending: l.pending}
 	if l.inBase {
 		in.Info = l.rs.snap.Info(l.row)
 	} else {
@@ -740,18 +982,21 @@ type SearchHit struct {
 // Search finds series by id or name across datasets (see
 // snapshot.Snapshot.Search for the ranking); series that only the delta
 // has are found by substring.
-func (s *Store) Search(query string, limit int) ([]SearchHit, error) {
+func (s *Store) Search(query string, limit int) (hits []SearchHit, err error) {
+	var r reading
+	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
 	ds, err := s.datasetList()
 	if err != nil {
 		return nil, err
 	}
 	q := strings.ToLower(strings.TrimSpace(query))
-	var hits []SearchHit
 	for _, d := range ds {
+		r.d = d
 		rs, err := d.acquire()
 		if err != nil {
 			continue
 		}
+		r.snap = rs.snap
 		for _, m := range rs.snap.Search(query, limit) {
 			hits = append(hits, SearchHit{Dataset: d.name, ID: m.ID, Name: m.Name, Score: m.Score})
 		}
@@ -770,8 +1015,10 @@ func (s *Store) Search(query string, limit int) ([]SearchHit, error) {
 				}
 			}
 		}
+		r.snap = nil
 		rs.snap.Unref()
 	}
+	r.d = nil
 	sort.SliceStable(hits, func(a, b int) bool {
 		if hits[a].Score != hits[b].Score {
 			return hits[a].Score > hits[b].Score
@@ -787,9 +1034,13 @@ func (s *Store) Search(query string, limit int) ([]SearchHit, error) {
 	return hits, nil
 }
 
-// DatasetStatus describes a dataset for listings.
+// DatasetStatus describes a dataset for listings. A damaged dataset has
+// Health Damaged and Err (a *DamageError) set; its other fields hold what
+// is known (all zero when nothing could be opened).
 type DatasetStatus struct {
 	Name         string
+	Health       Health
+	Err          error // why the dataset is damaged; nil when Healthy
 	Manifest     format.Manifest
 	Dir          string // the snapshot directory in service
 	Seq          uint64 // highest seq applied (snapshot + delta)
@@ -808,11 +1059,18 @@ func (s *Store) Status() ([]DatasetStatus, error) {
 	}
 	out := make([]DatasetStatus, 0, len(ds))
 	for _, d := range ds {
-		rs, err := d.acquire()
-		if err != nil {
+		st := DatasetStatus{Name: d.name}
+		if de := d.damage.Load(); de != nil {
+			st.Health, st.Err = Damaged, de
+		}
+		rs := d.cur.Load()
+		if rs == nil || !rs.snap.TryRef() {
+			if st.Health == Damaged {
+				out = append(out, st)
+			}
 			continue
 		}
-		st := DatasetStatus{Name: d.name, Manifest: *rs.snap.Manifest, Dir: rs.snap.Dir, Seq: rs.delta.LastSeq()}
+		st.Manifest, st.Dir, st.Seq = *rs.snap.Manifest, rs.snap.Dir, rs.delta.LastSeq()
 		st.DeltaSeries, st.DeltaRows, st.DeltaRecords, _ = rs.delta.Stats()
 		d.wmu.Lock()
 		if d.wal != nil {

@@ -34,6 +34,9 @@ func (s *Store) Truncate(dataset string, through uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if de := d.damage.Load(); de != nil {
+		return 0, de
+	}
 	// No compaction may fold the records being dropped meanwhile.
 	d.cmu.Lock()
 	defer d.cmu.Unlock()

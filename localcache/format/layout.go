@@ -65,11 +65,9 @@ func Publish(datasetDir, tmpDir string, m *Manifest) (string, error) {
 
 // WriteCurrent atomically replaces CURRENT with id.
 func WriteCurrent(datasetDir, id string) error {
-	tmp := filepath.Join(datasetDir, CurrentFile+".tmp")
-	if err := fileutil.WriteNew(tmp, []byte(id+"\n"), 0o644); err != nil {
-		return err
-	}
-	return fileutil.Rename(tmp, filepath.Join(datasetDir, CurrentFile))
+	// fileutil.WriteFile's temporary file has a name of its own: two
+	// writers never share one.
+	return fileutil.WriteFile(filepath.Join(datasetDir, CurrentFile), []byte(id+"\n"), 0o644)
 }
 
 // ReadCurrent returns the snapshot id in CURRENT.
@@ -103,7 +101,12 @@ func SweepTemp(datasetDir string) (int, error) {
 			n++
 		}
 	}
-	os.Remove(filepath.Join(datasetDir, CurrentFile+".tmp"))
+	os.Remove(filepath.Join(datasetDir, CurrentFile+".tmp")) // before fileutil
+	if tmps, err := filepath.Glob(filepath.Join(datasetDir, "."+CurrentFile+".*.tmp")); err == nil {
+		for _, t := range tmps {
+			os.Remove(t)
+		}
+	}
 	return n, nil
 }
 

@@ -1,0 +1,151 @@
+package localcache
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+)
+
+// Damage containment
+//
+// Each dataset opens on its own. A dataset whose CURRENT, manifest,
+// snapshot files or write-ahead log cannot be opened, whose mapped files
+// fault under a lookup (a file truncated underneath), or whose chunk
+// hashes fail the background scrub is damaged: it stays listed (Status
+// reports Health and the error, DatasetNames has it), its lookups fail
+// with a *DamageError (errors.Is(err, ErrDamaged)), and the other datasets
+// keep serving. Installing a good snapshot (Install, e.g. re-downloaded
+// from the server) clears the damage. Nothing is deleted: the damaged
+// files stay for inspection until that install replaces them.
+
+// ErrDamaged is what every error about a damaged dataset wraps.
+var ErrDamaged = errors.New("dataset damaged")
+
+// DamageError says why a dataset is damaged. Err is usually a
+// *format.CorruptionError (errors.As finds it).
+type DamageError struct {
+	Dataset string
+	Err     error
+}
+
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("dataset %s is damaged and must be re-installed: %v", e.Dataset, e.Err)
+}
+
+// Unwrap gives both ErrDamaged and the cause to errors.Is/As.
+func (e *DamageError) Unwrap() []error { return []error{ErrDamaged, e.Err} }
+
+// Health is the typed state of a dataset.
+type Health uint8
+
+const (
+	// Healthy: the dataset serves.
+	Healthy Health = iota
+	// Damaged: the dataset does not serve until a good snapshot is
+	// installed over it (DatasetStatus.Err says why).
+	Damaged
+)
+
+func (h Health) String() string {
+	switch h {
+	case Healthy:
+		return "ok"
+	case Damaged:
+		return "damaged"
+	}
+	return fmt.Sprintf("Health(%d)", uint8(h))
+}
+
+// Damaged reports whether the named dataset is damaged: nil if it serves,
+// a *DamageError if it is damaged (install a good snapshot over it to
+// heal it), an error wrapping ErrNoDataset if the store has no such
+// dataset. The sync client asks it to learn what to re-download.
+func (s *Store) Damaged(name string) error {
+	d, err := s.Dataset(name)
+	if err != nil {
+		return err
+	}
+	if de := d.damage.Load(); de != nil {
+		return de
+	}
+	return nil
+}
+
+// DamagedNames lists the damaged datasets, sorted.
+func (s *Store) DamagedNames() []string {
+	ds, _ := s.datasetList()
+	var out []string
+	for _, d := range ds {
+		if d.damage.Load() != nil {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// markDamaged records why d is damaged (the first cause wins until an
+// install clears it) and returns the *DamageError.
+func (s *Store) markDamaged(d *Dataset, cause error) *DamageError {
+	var de *DamageError
+	if errors.As(cause, &de) && de.Dataset == d.name {
+		cause = de.Err
+	}
+	de = &DamageError{Dataset: d.name, Err: cause}
+	if d.damage.CompareAndSwap(nil, de) {
+		s.opts.Logger.Error("dataset damaged; it does not serve until a good snapshot is installed", "dataset", d.name, "err", cause)
+		s.metrics.damaged.Add(1)
+		return de
+	}
+	return d.damage.Load()
+}
+
+// faultError is a memory fault (SIGBUS/SIGSEGV) that debug.SetPanicOnFault
+// turned into a panic: a mapped file shrank under a reader.
+type faultError interface {
+	error
+	Addr() uintptr
+}
+
+// reading is what a guarded method is reading: the dataset and the
+// snapshot reference it holds (nil when none), so that a fault can mark
+// the one damaged and release the other.
+type reading struct {
+	d    *Dataset
+	snap *snapshot.Snapshot
+}
+
+// guard is deferred by every store method that reads mapped bytes. It
+// restores the goroutine's panic-on-fault setting and turns a memory
+// fault while reading r.d into a CorruptionError that marks the dataset
+// damaged, in *err, releasing the reference r.snap. Any other panic is
+// re-raised. The cost is a few nanoseconds per call (BENCHMARKS.md,
+// "Trust").
+//
+//	var r reading
+//	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+func (s *Store) guard(old bool, r *reading, err *error) {
+	debug.SetPanicOnFault(old)
+	p := recover()
+	if p == nil {
+		return
+	}
+	fe, ok := p.(faultError)
+	if !ok {
+		panic(p)
+	}
+	s.metrics.faults.Add(1)
+	if r.snap != nil {
+		r.snap.Unref()
+		r.snap = nil
+	}
+	cause := &format.CorruptionError{File: "mapped snapshot file", Offset: -1,
+		Err: fmt.Errorf("memory fault at %#x reading a mapping (the file shrank or its disk failed): %w", fe.Addr(), fe)}
+	if r.d == nil {
+		*err = cause
+		return
+	}
+	*err = s.markDamaged(r.d, cause)
+}

@@ -1,0 +1,177 @@
+package localcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+)
+
+// DamagedPrefix names what an install over a damaged dataset moves aside
+// (a damaged snapshot directory of the same id, a write-ahead log that
+// cannot be opened) before it is deleted.
+const DamagedPrefix = ".damaged-"
+
+// installOverDamaged heals a damaged dataset with the verified snapshot
+// in dir (manifest m): whatever its epoch and seq, it replaces what is
+// there.
+//
+// The write-ahead log's records above m's covers_through_seq are kept
+// only when they are known to belong to m's epoch: the dataset's CURRENT
+// was readable, the epoch marker names m's epoch and the log opens (a
+// companion re-downloading the snapshot of the epoch it follows). In
+// every other case (CURRENT lost, another epoch, an unreadable log) the
+// log is retired: nothing of it is replayed, and the dataset's seq starts
+// above every seq seen before. d.cmu and the name lock are held.
+func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) error {
+	tmp, err := s.stageCopy(d.dir, dir, m)
+	if err != nil {
+		return err
+	}
+	root := filepath.Join(d.dir, format.SnapshotsDir)
+	final := filepath.Join(root, m.SnapshotID)
+	var aside []string
+	defer func() {
+		for _, a := range aside {
+			if err := os.RemoveAll(a); err != nil {
+				s.opts.Logger.Warn("delete damaged files set aside", "path", a, "err", err)
+			}
+		}
+	}()
+	if _, err := os.Stat(final); err == nil {
+		// Maybe the damaged copy of this very snapshot: never trust it.
+		a := filepath.Join(root, fmt.Sprintf("%s%s-%d", DamagedPrefix, m.SnapshotID, time.Now().UnixNano()))
+		if err := os.Rename(final, a); err != nil {
+			os.RemoveAll(tmp)
+			return fmt.Errorf("set the damaged snapshot aside: %w", err)
+		}
+		aside = append(aside, a)
+	}
+	if err := placeSnapshot(d.dir, tmp, m.SnapshotID); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	snap, err := snapshot.Open(final)
+	if err != nil {
+		return err
+	}
+
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if s.isClosed.Load() {
+		snap.Close()
+		return ErrClosed
+	}
+	cur := d.cur.Load()
+	mk, mkErr := readEpochMarker(d.dir)
+	floor := mk.floor
+	var recs []delta.Record // every readable record of the log
+	if cur != nil {
+		floor = max(floor, cur.delta.LastSeq())
+		recs = cur.delta.Records(0)
+	} else if d.wal == nil {
+		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger)
+		if err != nil {
+			// Keep the unreadable log for inspection; start a fresh one
+			// above every seq its segment names promise.
+			floor = max(floor, walNameFloor(filepath.Join(d.dir, WALDir)))
+			a := filepath.Join(d.dir, fmt.Sprintf("%s%s-%d", DamagedPrefix, WALDir, time.Now().UnixNano()))
+			if rerr := os.Rename(filepath.Join(d.dir, WALDir), a); rerr != nil {
+				snap.Close()
+				return fmt.Errorf("set the damaged write-ahead log aside: %w (it failed to open: %v)", rerr, err)
+			}
+			s.opts.Logger.Warn("write-ahead log set aside", "dataset", d.name, "path", a, "err", err)
+			if w, r, err = delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger); err != nil {
+				snap.Close()
+				return fmt.Errorf("open write-ahead log: %w", err)
+			}
+			mkErr = errors.New("write-ahead log was unreadable")
+		}
+		d.wal, recs = w, r
+	}
+	for _, r := range recs {
+		floor = max(floor, r.Seq)
+	}
+	covers := m.CoversThroughSeq
+	keep := !d.lostCurrent && mkErr == nil && mk.ok && mk.epoch == m.Epoch
+	last := covers
+	var kept []delta.Record
+	if keep {
+		for _, r := range recs {
+			if r.Seq > max(covers, mk.floor) {
+				kept = append(kept, r)
+			}
+		}
+	} else {
+		last = max(covers, floor)
+		// Before CURRENT: there is no good state to fall back to, and from
+		// here on nothing of the old log is ever replayed.
+		if err := writeEpochMarker(d.dir, m.Epoch, last); err != nil {
+			snap.Close()
+			return fmt.Errorf("write %s: %w", EpochFile, err)
+		}
+	}
+	dl := delta.New(snap, last)
+	dl.Apply(kept)
+	if err := d.wal.Rotate(max(last, floor, dl.LastSeq()) + 1); err != nil {
+		snap.Close()
+		return fmt.Errorf("rotate write-ahead log: %w", err)
+	}
+	if err := format.WriteCurrent(d.dir, m.SnapshotID); err != nil {
+		snap.Close()
+		return fmt.Errorf("move CURRENT: %w", err)
+	}
+	if keep && !mk.ok {
+		if err := writeEpochMarker(d.dir, m.Epoch, 0); err != nil {
+			s.opts.Logger.Warn("write epoch marker", "dataset", d.name, "err", err)
+		}
+	}
+	var old *snapshot.Snapshot
+	if cur != nil {
+		old = cur.snap
+		if old.TryRef() {
+			defer old.Unref()
+		}
+	}
+	d.swap(&readState{snap: snap, delta: dl})
+	d.lostCurrent = false
+	d.damage.Store(nil)
+	d.lastSync.Store(time.Now().UnixNano())
+	if !keep {
+		if err := d.wal.DropThrough(last); err != nil {
+			s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
+		}
+	} else if err := d.wal.DropThrough(covers); err != nil {
+		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
+	}
+	if old != nil && old.ID() == m.SnapshotID {
+		old = nil // its directory was set aside; retire must not track it
+	}
+	s.retireLocked(d, m.SnapshotID, old)
+	s.scrubLater(d, snap)
+	s.opts.Logger.Info("damaged dataset healed", "dataset", d.name, "snapshot", m.SnapshotID, "kept_log_records", len(kept))
+	go s.notify(d.name, nil)
+	return nil
+}
+
+// walNameFloor is the highest first-seq a segment name in dir promises
+// (0 if none): a lower bound of the seqs an unreadable log held.
+func walNameFloor(dir string) uint64 {
+	ents, _ := os.ReadDir(dir)
+	var f uint64
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".wal"); ok {
+			if v, err := strconv.ParseUint(n, 10, 64); err == nil {
+				f = max(f, v)
+			}
+		}
+	}
+	return f
+}

@@ -1,0 +1,217 @@
+package localcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+)
+
+// trustTable is a dataset of n daily series "<prefix>0".."<prefix>n-1",
+// 400 points each, value v + series.
+func trustTable(prefix string, n int, v float64) *format.Table {
+	tb := &format.Table{}
+	for s := range n {
+		tb.Series = append(tb.Series, format.SeriesMeta{ID: fmt.Sprintf("%s%d", prefix, s), Frequency: format.Daily})
+		for p := range 400 {
+			tb.Append(uint32(s), liveDay("2024-01-01")+int64(p)*86400, v+float64(s))
+		}
+	}
+	return tb
+}
+
+// trustWantServes checks that ref serves n points whose first value is v.
+func trustWantServes(t *testing.T, s *Store, ref string, v float64) {
+	t.Helper()
+	per, vals, err := s.Copy(ref, snapshot.MinTime, snapshot.MaxTime)
+	if err != nil || len(per) != 400 || vals[0] != v {
+		t.Fatalf("%s: %d points, first %v, %v; want 400 points from %v", ref, len(per), vals, err, v)
+	}
+}
+
+func trustSnapDir(home, ds string, m *format.Manifest) string {
+	return filepath.Join(home, DatasetsDir, ds, format.SnapshotsDir, m.SnapshotID)
+}
+
+// A damaged dataset never takes the home down: Open succeeds, the healthy
+// dataset serves (by qualified and plain id), the damaged one is reported
+// with a typed reason and refuses lookups with ErrDamaged, and installing
+// a good snapshot over it heals it (issue 10, item 8 a and d).
+func TestTrustDamagedDatasetIsContained(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, home string, m *format.Manifest)
+		file   string
+	}{
+		{"data.arrow truncated", func(t *testing.T, home string, m *format.Manifest) {
+			liveTruncate(t, filepath.Join(trustSnapDir(home, "bad", m), format.DataFile), -100)
+		}, format.DataFile},
+		{"index.hash flipped", func(t *testing.T, home string, m *format.Manifest) {
+			flipByte(t, filepath.Join(trustSnapDir(home, "bad", m), format.HashFile), 0)
+		}, format.HashFile},
+		{"manifest missing", func(t *testing.T, home string, m *format.Manifest) {
+			os.Remove(filepath.Join(trustSnapDir(home, "bad", m), format.ManifestFile))
+		}, format.ManifestFile},
+		{"CURRENT garbage", func(t *testing.T, home string, m *format.Manifest) {
+			os.WriteFile(filepath.Join(home, DatasetsDir, "bad", format.CurrentFile), []byte("../x\n"), 0o644)
+		}, format.CurrentFile},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home := liveTempDir(t)
+			liveCook(t, home, "good", trustTable("G", 3, 10), format.WriteOptions{Epoch: 1})
+			mb := liveCook(t, home, "bad", trustTable("B", 3, 20), format.WriteOptions{Epoch: 1})
+			spare := liveCopyDir(t, trustSnapDir(home, "bad", mb))
+			c.damage(t, home, mb)
+
+			s, err := Open(home, &Options{ScrubBytesPerSec: -1})
+			if err != nil {
+				t.Fatalf("one damaged dataset failed the whole home: %v", err)
+			}
+			defer s.Close()
+			trustWantServes(t, s, "good:G1", 11)
+			trustWantServes(t, s, "G2", 12)
+			err = s.Damaged("bad")
+			var de *DamageError
+			var ce *format.CorruptionError
+			if !errors.As(err, &de) || de.Dataset != "bad" || !errors.As(err, &ce) || ce.File != c.file {
+				t.Fatalf("Damaged(bad) = %v, want a DamageError with a CorruptionError naming %s", err, c.file)
+			}
+			if err := s.Damaged("good"); err != nil {
+				t.Fatalf("Damaged(good) = %v", err)
+			}
+			if _, _, err := s.Copy("bad:B1", snapshot.MinTime, snapshot.MaxTime); !errors.Is(err, ErrDamaged) {
+				t.Fatalf("lookup in the damaged dataset: %v, want ErrDamaged", err)
+			}
+			if _, err := s.Info("B1"); !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrDamaged) {
+				t.Fatalf("plain lookup of a series only the damaged dataset has: %v, want ErrNotFound and ErrDamaged", err)
+			}
+			st, err := s.Status()
+			if err != nil || len(st) != 2 || st[0].Name != "bad" || st[0].Health != Damaged || st[0].Err == nil || st[1].Health != Healthy {
+				t.Fatalf("Status = %+v, %v", st, err)
+			}
+			if names := s.DamagedNames(); len(names) != 1 || names[0] != "bad" {
+				t.Fatalf("DamagedNames = %v", names)
+			}
+			// Healing: the same snapshot, downloaded again.
+			if _, err := s.Install("bad", spare); err != nil {
+				t.Fatalf("install over the damaged dataset: %v", err)
+			}
+			if err := s.Damaged("bad"); err != nil {
+				t.Fatalf("still damaged after the install: %v", err)
+			}
+			trustWantServes(t, s, "bad:B1", 21)
+			s.Close()
+			s2 := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+			defer s2.Close()
+			if err := s2.Damaged("bad"); err != nil {
+				t.Fatalf("damaged after a restart: %v", err)
+			}
+			trustWantServes(t, s2, "B1", 21)
+		})
+	}
+}
+
+// A mapped file truncated under a running store must not kill the process
+// (SIGBUS): the lookup fails with a CorruptionError, the dataset is marked
+// damaged, others keep serving, and an install heals it (item 8 b).
+func TestTrustTruncatedMappingDoesNotCrash(t *testing.T) {
+	for _, file := range []string{format.DataFile, format.HashFile, format.IndexFile} {
+		t.Run(file, func(t *testing.T) {
+			home := liveTempDir(t)
+			liveCook(t, home, "good", trustTable("G", 3, 10), format.WriteOptions{Epoch: 1})
+			mb := liveCook(t, home, "bad", trustTable("B", 50, 20), format.WriteOptions{Epoch: 1})
+			spare := liveCopyDir(t, trustSnapDir(home, "bad", mb))
+			s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+			defer s.Close()
+			trustWantServes(t, s, "bad:B7", 27)
+			if err := os.Truncate(filepath.Join(trustSnapDir(home, "bad", mb), file), 0); err != nil {
+				t.Fatal(err)
+			}
+			for _, ref := range []string{"bad:B7", "bad:B8", "B9"} {
+				_, _, err := s.Copy(ref, snapshot.MinTime, snapshot.MaxTime)
+				if err == nil {
+					t.Fatalf("%s served from a truncated %s", ref, file)
+				}
+				if !errors.Is(err, ErrDamaged) {
+					t.Fatalf("%s: %v, want ErrDamaged", ref, err)
+				}
+			}
+			var ce *format.CorruptionError
+			if err := s.Damaged("bad"); !errors.As(err, &ce) {
+				t.Fatalf("Damaged(bad) = %v, want a CorruptionError", err)
+			}
+			if m := s.Metrics(); m.Faults < 1 || m.DatasetsDamaged != 1 {
+				t.Fatalf("metrics %+v: want a fault and one damaged dataset", m)
+			}
+			trustWantServes(t, s, "good:G1", 11)
+			// Get and Info are guarded the same way.
+			if _, err := s.Info("bad:B3"); !errors.Is(err, ErrDamaged) {
+				t.Fatalf("Info: %v", err)
+			}
+			if _, err := s.Install("bad", spare); err != nil {
+				t.Fatalf("install over the damaged dataset: %v", err)
+			}
+			trustWantServes(t, s, "bad:B7", 27)
+		})
+	}
+}
+
+// The background scrub re-hashes a snapshot in service and marks its
+// dataset damaged when a byte flipped on disk (item 8 c); Close stops it.
+func TestTrustScrubFindsFlippedByte(t *testing.T) {
+	home := liveTempDir(t)
+	liveCook(t, home, "good", trustTable("G", 3, 10), format.WriteOptions{Epoch: 1})
+	mb := liveCook(t, home, "bad", trustTable("B", 3, 20), format.WriteOptions{Epoch: 1})
+	// Flip a value byte in the middle of data.arrow before the scrub runs:
+	// same size, so Open's checks pass and only the hashes can tell.
+	path := filepath.Join(trustSnapDir(home, "bad", mb), format.DataFile)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipByte(t, path, st.Size()/2)
+	s := liveOpen(t, home, &Options{ScrubBytesPerSec: 64 << 20})
+	defer s.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Damaged("bad") == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var ce *format.CorruptionError
+	if err := s.Damaged("bad"); !errors.As(err, &ce) || ce.File != format.DataFile {
+		t.Fatalf("after the scrub: Damaged(bad) = %v, want a CorruptionError naming %s", err, format.DataFile)
+	}
+	for s.Metrics().ScrubPending > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	m := s.Metrics()
+	if m.ScrubFailures != 1 || m.ScrubSnapshots != 1 || m.ScrubBytes == 0 {
+		t.Fatalf("metrics %+v: want one failure, one intact snapshot", m)
+	}
+	if err := s.Damaged("good"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A slow scrub is cancelled by Close (it must not hold Close for the
+// seconds the rate limit asks for).
+func TestTrustScrubStopsOnClose(t *testing.T) {
+	home := liveTempDir(t)
+	liveCook(t, home, "ds", trustTable("A", 200, 1), format.WriteOptions{Epoch: 1})
+	s := liveOpen(t, home, &Options{ScrubBytesPerSec: 1024}) // minutes for this snapshot
+	time.Sleep(50 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the scrub")
+	}
+}
