@@ -145,9 +145,15 @@ func clip(s string) string {
 //	ytd, qtd, mtd           the first day of this year, quarter, month
 //	-1Y +2Q -6M -10W -30D   today moved by whole years, quarters, months (day clamped to
 //	                        the month's end), weeks or days; the sign is required
+//	43905, 43905.5          an Excel serial: five digits, or any number with a fraction,
+//	                        read as the same number in a cell would be (a whole serial
+//	                        names a day, a fractional one an instant)
+//	2020M03, 2020 Q1        a month and a quarter as statistics offices write them
 //
-// Years must lie in 1..9999. Numbers from cells (serials) are read by the engine, not
-// here: a digit string is a year (4 digits), a year-month (6) or a day (8), never a serial.
+// Years must lie in 1..9999. Other digit strings are a year (4 digits), a year-month (6)
+// or a day (8), as numbers of those sizes are in cells. This is the one date grammar of
+// the project: ES.Get, the bridge, es get, es export and the desktop app all read dates
+// here, so a range means the same rows everywhere.
 func ParseDate(s string, now time.Time, isEnd bool) (int64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -176,7 +182,13 @@ func ParseDate(s string, now time.Time, isEnd bool) (int64, error) {
 		return parseRelative(s, int64(ty), int64(tm), int64(td), isEnd)
 	}
 	if allDigits(s) {
+		if len(s) == 5 {
+			return parseTextSerial(s, isEnd)
+		}
 		return parseDigits(s, isEnd)
+	}
+	if isDecimal(s) {
+		return parseTextSerial(s, isEnd)
 	}
 	if t, p, err := parseISO(s); err != errNotISO {
 		if err != nil {
@@ -236,6 +248,29 @@ func parseRelative(s string, ty, tm, td int64, isEnd bool) (int64, error) {
 		return 0, errOutOfRange(s)
 	}
 	return bound(t, precDay, isEnd), nil
+}
+
+// isDecimal reports whether s is digits, a point and digits ("43905.5").
+func isDecimal(s string) bool {
+	i := strings.IndexByte(s, '.')
+	return i > 0 && i < len(s)-1 && allDigits(s[:i]) && allDigits(s[i+1:])
+}
+
+// parseTextSerial reads an Excel serial typed as text, as parseNumberDate reads the
+// number, except that 0 is not "omitted" (only an empty cell is).
+func parseTextSerial(s string, isEnd bool) (int64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, errUnreadable(s)
+	}
+	if f < 1 {
+		return 0, errOutOfRange(s)
+	}
+	t, err := parseNumberDate(f, isEnd)
+	if err != nil {
+		return 0, fmt.Errorf("date %q out of range: years 1 to 9999", clip(s))
+	}
+	return t, nil
 }
 
 // parseDigits reads YYYY, YYYYMM or YYYYMMDD.
@@ -304,7 +339,18 @@ func parseISO(s string) (t int64, p datePrec, err error) {
 	}
 	bad := func() (int64, datePrec, error) { return 0, 0, errUnreadable(s) }
 	sep := c.peek()
+	if (sep == 'M' || sep == 'm') && n == 4 && y >= 1 { // "2020M03", Eurostat's month
+		c.i++
+		m, _, ok := c.num(2, 2)
+		if !ok || m < 1 || m > 12 || !c.done() {
+			return bad()
+		}
+		return calendar.DaysFromCivil(y, m, 1) * secondsPerDay, precMonth, nil
+	}
 	if sep == 'Q' || sep == 'q' {
+		sep = 0
+	} else if sep == ' ' && len(s) > c.i+1 && (s[c.i+1] == 'Q' || s[c.i+1] == 'q') { // "2020 Q1"
+		c.i++
 		sep = 0
 	} else if sep == '-' || sep == '/' {
 		c.i++

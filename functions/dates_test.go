@@ -154,8 +154,17 @@ func dateCases() []dateCase {
 	add2("-10W")(day(2023, 12, 21))
 	add2("+0D")(day(2024, 2, 29))
 	add2("-2023Y")(day(1, 2, 28))
+	// Excel serials typed as text read as the numbers do (es get has no other way to give one).
+	add2("43831")(day(2020, 1, 1))
+	add2("36526")(day(2000, 1, 1))
+	add2("99999")(day(2173, 10, 13))
+	add2("2020M03")(span(2020, 3, 1, 2020, 3, 31))
+	add2("2020m12")(span(2020, 12, 1, 2020, 12, 31))
+	add2("2020 Q2")(span(2020, 4, 1, 2020, 6, 30))
 	cases = append(cases,
 		at("now", dateNow.Unix()),
+		at("43831.5", unix(2020, 1, 1, 12, 0, 0)),
+		at("43831.25", unix(2020, 1, 1, 6, 0, 0)),
 		at("2020-01-02T03:04:05Z", unix(2020, 1, 2, 3, 4, 5)),
 		at("2020-01-02t03:04:05z", unix(2020, 1, 2, 3, 4, 5)),
 		at("2020-01-02T03:04:05", unix(2020, 1, 2, 3, 4, 5)),
@@ -179,7 +188,6 @@ func dateCases() []dateCase {
 		bad("2020-01-02T10:00+99:00", `cannot read date "2020-01-02T10:00+99:00"`),
 		bad("20201301", `cannot read date "20201301"`),
 		bad("1234567", `cannot read date "1234567"`),
-		bad("43831.5", `cannot read date "43831.5"`),
 		bad("abc", `cannot read date "abc"`),
 		bad("-", `cannot read date "-"`),
 		bad("-1", `cannot read date "-1"`),
@@ -188,7 +196,13 @@ func dateCases() []dateCase {
 		bad("-1X", `cannot read date "-1X"`),
 		bad("-1.5Y", `cannot read date "-1.5Y"`),
 		bad("99999-01-01", `date "99999-01-01" out of range: years 1 to 9999`),
-		bad("99999", `date "99999" out of range: years 1 to 9999`),
+		bad("00000", `date "00000" out of range: years 1 to 9999`),
+		bad("0.5", `date "0.5" out of range: years 1 to 9999`),
+		bad("2958466.5", `date "2958466.5" out of range: years 1 to 9999`),
+		bad("2020M13", `cannot read date "2020M13"`),
+		bad("2020M3", `cannot read date "2020M3"`),
+		bad("2020 Q5", `cannot read date "2020 Q5"`),
+		bad("43831.", `cannot read date "43831."`),
 		bad("0000", `date "0000" out of range: years 1 to 9999`),
 		bad("0000-01-01", `date "0000-01-01" out of range: years 1 to 9999`),
 		bad("-2025Y", `date "-2025Y" out of range: years 1 to 9999`),

@@ -10,10 +10,10 @@ import (
 
 // lookup asks the Source for one series' description.
 func (e *Engine) lookup(id string) (SeriesInfo, *CellError) {
-	info, err := e.Src.Info(id)
+	info, _, err := seek(e.Src, id, e.Src.Info)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return info, notFound(id)
+		return info, cellErr(CodeNA, "%v", err)
 	case err != nil:
 		return info, cellErr(CodeNA, "%s: %v", clip(id), err)
 	}

@@ -112,8 +112,8 @@ func runDemo(e *env, args []string) error {
 		humanBytes(eng.Stats.BytesDownloaded.Load()), time.Since(t0).Round(time.Millisecond))
 
 	show := func(ref, from, to string) error {
-		f, _ := parseBound(from, false)
-		t, _ := parseBound(to, true)
+		f, _ := parseBound(e, from, false)
+		t, _ := parseBound(e, to, true)
 		t0 := time.Now()
 		r, err := st.Get(ref, f, t)
 		el := time.Since(t0)
@@ -163,8 +163,8 @@ func runDemo(e *env, args []string) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	lat := make([]time.Duration, 0, 20000)
 	var points int
-	from, _ := parseBound("2025-01-01", false)
-	to, _ := parseBound("2025-12-31", true)
+	from, _ := parseBound(e, "2025-01-01", false)
+	to, _ := parseBound(e, "2025-12-31", true)
 	for range cap(lat) {
 		id := cat[rng.IntN(len(cat))].ID
 		t0 := time.Now()

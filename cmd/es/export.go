@@ -31,6 +31,12 @@ func runExport(e *env, args []string) error {
 	if len(pos) == 0 {
 		return usagef("want at least one SERIES")
 	}
+	// The dates as es get and ES.Get read them: a bad one is a usage error, a
+	// reversed range a failure (exit 1).
+	if _, _, err := parseRange(e, req.From, req.To, "from", "to"); err != nil {
+		return err
+	}
+	req.Now = e.clock
 	st, err := openStore(home)
 	if err != nil {
 		return err

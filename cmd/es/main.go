@@ -2,7 +2,10 @@
 // look series up, verify snapshots, and run the demo.
 //
 // Every subcommand takes --help and --home DIR (default $ES_HOME or the
-// user's data directory) and exits 0 only on success.
+// user's data directory) and exits 0 only on success: 1 when it failed
+// (an unknown series, a reversed range, a search without a match), 2 for a
+// command line it cannot read. Dates are read with ES.Get's grammar
+// (functions.ParseDate), so a range means the same rows here as in Excel.
 package main
 
 import (
@@ -11,8 +14,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"time"
 
+	"github.com/energyscope/energyscope/functions"
 	"github.com/energyscope/energyscope/localcache"
 )
 
@@ -23,10 +30,53 @@ type command struct {
 	run     func(env *env, args []string) error
 }
 
-// env is what a command needs from the process: streams, so tests can run
-// commands in-process.
+// env is what a command needs from the process: streams and a clock, so
+// tests can run commands in-process.
 type env struct {
 	stdout, stderr io.Writer
+	now            func() time.Time // nil: time.Now; "today" and relative dates read it
+}
+
+func (e *env) clock() time.Time {
+	if e.now != nil {
+		return e.now()
+	}
+	return time.Now()
+}
+
+// version is set at build time (-ldflags "-X main.version=v1.2.3"); without
+// it, es --version reports the module version and VCS revision Go recorded.
+var version = ""
+
+func versionString() string {
+	v, rev, dirty := version, "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	out := "es " + v
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if dirty {
+			rev += "+dirty"
+		}
+		out += " (" + rev + ")"
+	}
+	return out + " " + runtime.Version()
 }
 
 func commands() []command {
@@ -61,6 +111,10 @@ func run(e *env, args []string) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		fmt.Fprintln(e.stdout, versionString())
+		return 0
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			err := c.run(e, args[1:])
@@ -79,6 +133,14 @@ func run(e *env, args []string) int {
 			return 1
 		}
 	}
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	if near := functions.Nearest(args[0], names, 1); len(near) > 0 {
+		fmt.Fprintf(e.stderr, "es: unknown command %q; did you mean %q?\nrun 'es --help' for the commands\n", args[0], near[0])
+		return 2
+	}
 	fmt.Fprintf(e.stderr, "es: unknown command %q\n", args[0])
 	usage(e.stderr)
 	return 2
@@ -90,6 +152,7 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintln(w, "\nes --version prints the version. Dates (FROM, TO, --from, --to) read as in ES.Get:\n2020, 2020-03, 2020Q1, 2020-03-15, 2020-03-15T14:30, -1Y, -6M, -10D, ytd, today, 43905 (a serial).")
 	fmt.Fprintln(w, "\nEvery command takes --home DIR (default $ES_HOME or", localcache.DefaultHome()+") and --help.")
 }
 
@@ -117,27 +180,65 @@ func newFlags(e *env, name string, home *string) *flag.FlagSet {
 }
 
 // parse parses flags that may be interleaved with positional arguments and
-// returns the positional ones.
+// returns the positional ones. A relative date ("-1Y", "-6M", "+10D") is a
+// positional argument, not a flag, unless it is the value of the flag before
+// it (--from -1Y); "-" is positional too, and "--" ends the flags.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "--":
+			return append(pos, args[1:]...), nil
+		case a == "-" || !strings.HasPrefix(a, "-") || isRelativeDate(a):
+			pos = append(pos, a)
+			args = args[1:]
+			continue
+		}
+		n := 1
+		if takesValue(fs, a) && len(args) > 1 {
+			n = 2
+		}
+		if err := fs.Parse(args[:n]); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fs.SetOutput(os.Stdout)
 				return nil, err
 			}
 			return nil, usageError{err}
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		args = args[n:]
 	}
+	return pos, nil
+}
+
+// isRelativeDate reports whether a is [+-]digits followed by D, W, M, Q or Y.
+func isRelativeDate(a string) bool {
+	if len(a) < 3 || (a[0] != '-' && a[0] != '+') || !strings.ContainsRune("DWMQYdwmqy", rune(a[len(a)-1])) {
+		return false
+	}
+	for _, c := range a[1 : len(a)-1] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// takesValue reports whether a is a flag of fs that takes its value from the
+// next argument (--home DIR, not --formulas or --home=DIR).
+func takesValue(fs *flag.FlagSet, a string) bool {
+	name := strings.TrimLeft(a, "-")
+	if strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return false
+	}
+	return true
 }
 
 // multiFlag collects a repeated string flag.

@@ -12,10 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/energyscope/energyscope/functions"
+	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
-	"github.com/energyscope/energyscope/localcache/snapshot"
-	"github.com/energyscope/energyscope/server/cook"
 )
 
 func openStore(home string) (*localcache.Store, error) {
@@ -25,39 +25,50 @@ func openStore(home string) (*localcache.Store, error) {
 	return localcache.Open(home, &localcache.Options{ReadOnly: true})
 }
 
-// parseBound reads a FROM/TO argument. A TO that names a whole year, month
-// or day covers all of it.
-func parseBound(s string, isEnd bool) (int64, error) {
-	if s == "" || s == "-" {
-		if isEnd {
-			return snapshot.MaxTime, nil
+// parseBound reads a FROM/TO argument with ES.Get's date grammar
+// (functions.ParseDate): the same text gives the same range in es get, es
+// export, the app and Excel, and a TO that names a year, quarter, month or
+// day covers all of it. "" and "-" leave the bound open.
+func parseBound(e *env, s string, isEnd bool) (int64, error) {
+	if strings.TrimSpace(s) == "-" {
+		s = ""
+	}
+	return functions.ParseDate(s, e.clock(), isEnd)
+}
+
+// parseRange reads FROM and TO; a bad date is a usage error (exit 2), a
+// reversed range a plain one (exit 1), worded as ES.Get words it.
+// The names say which argument a message is about (FROM and TO, --from and --to).
+func parseRange(e *env, fromArg, toArg, fromName, toName string) (from, to int64, err error) {
+	if from, err = parseBound(e, fromArg, false); err != nil {
+		return 0, 0, usagef("%s: %v", fromName, err)
+	}
+	if to, err = parseBound(e, toArg, true); err != nil {
+		return 0, 0, usagef("%s: %v", toName, err)
+	}
+	if from > to {
+		return 0, 0, fmt.Errorf("%w: start %s is after end %s", errReversed, strings.TrimSpace(fromArg), strings.TrimSpace(toArg))
+	}
+	return from, to, nil
+}
+
+// errReversed is a range whose start is after its end.
+var errReversed = errors.New("reversed range")
+
+// getResolved is st.Get, retrying an unknown id as the one id that differs
+// only by case; otherwise the error names the nearest ids.
+func getResolved(st *localcache.Store, ref string, from, to int64) (localcache.Result, error) {
+	res, err := st.Get(ref, from, to)
+	if !errors.Is(err, localcache.ErrNotFound) {
+		return res, err
+	}
+	r, near := functions.Resolve(wiring.Source{Store: st}, ref)
+	if r != "" {
+		if res2, err2 := st.Get(r, from, to); err2 == nil {
+			return res2, nil
 		}
-		return snapshot.MinTime, nil
 	}
-	if s == "today" {
-		t := time.Now().UTC().Truncate(24 * time.Hour)
-		if isEnd {
-			return t.Unix() + 86399, nil
-		}
-		return t.Unix(), nil
-	}
-	t, err := cook.ParsePeriod(s)
-	if err != nil {
-		return 0, err
-	}
-	if !isEnd {
-		return t, nil
-	}
-	u := time.Unix(t, 0).UTC()
-	switch {
-	case len(s) == 4: // year
-		return u.AddDate(1, 0, 0).Unix() - 1, nil
-	case len(s) == 7 && s[4] == '-', len(s) == 6: // year-month
-		return u.AddDate(0, 1, 0).Unix() - 1, nil
-	case len(s) == 10 || !strings.ContainsAny(s, "T :"):
-		return u.AddDate(0, 0, 1).Unix() - 1, nil
-	}
-	return t, nil
+	return res, fmt.Errorf("%w%s", err, functions.DidYouMean(near))
 }
 
 func formatPeriod(unix int64, intraday bool) string {
@@ -80,13 +91,9 @@ func runGet(e *env, args []string) error {
 		return usagef("want SERIES [FROM [TO]]")
 	}
 	pos = append(pos, "", "")
-	from, err := parseBound(pos[1], false)
+	from, to, err := parseRange(e, pos[1], pos[2], "FROM", "TO")
 	if err != nil {
-		return usagef("FROM: %v", err)
-	}
-	to, err := parseBound(pos[2], true)
-	if err != nil {
-		return usagef("TO: %v", err)
+		return err
 	}
 	ref := pos[0]
 	if dataset != "" {
@@ -97,7 +104,7 @@ func runGet(e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	res, err := st.Get(ref, from, to)
+	res, err := getResolved(st, ref, from, to)
 	if err != nil {
 		return err
 	}
@@ -189,9 +196,13 @@ func runSearch(e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	hits, err := st.Search(strings.Join(pos, " "), *limit)
+	q := strings.Join(pos, " ")
+	hits, err := st.Search(q, *limit)
 	if err != nil {
 		return err
+	}
+	if len(hits) == 0 {
+		return fmt.Errorf("%w %q", errNoMatch, q)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tDATASET")
@@ -200,6 +211,9 @@ func runSearch(e *env, args []string) error {
 	}
 	return tw.Flush()
 }
+
+// errNoMatch is a search without a hit (exit 1, as ES.Search gives #N/A).
+var errNoMatch = errors.New("no series match")
 
 func runLs(e *env, args []string) error {
 	var home string
