@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 )
+
+// MaxFrameDates bounds the dates of a Frame on a calendar (days=): 10 million, about
+// 27,000 years of days.
+const MaxFrameDates = 10_000_000
 
 // ErrNoData: none of the series has a point in the range (wrap it).
 var ErrNoData = errors.New("no data")
@@ -53,35 +56,19 @@ func (e *Engine) Frame(ids []string, from, to int64, opts Options) (*Frame, erro
 	case from > to:
 		return nil, fmt.Errorf("start %s is after end %s", formatTime(from), formatTime(to))
 	}
-	f := &Frame{IDs: ids, Fill: opts.Fill, cols: make([]column, len(ids)), Points: make([]int, len(ids))}
-	live := 0
-	for j, id := range ids {
-		p, v, err := e.Src.Get(id, from, to)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return nil, &dataError{msg: fmt.Sprintf("series %q not found", clip(id)), err: err}
-		case err != nil:
-			return nil, fmt.Errorf("series %q: %w", clip(id), err)
-		case len(p) != len(v):
-			return nil, fmt.Errorf("series %q: source returned %d dates and %d values", clip(id), len(p), len(v))
-		}
-		for i := 1; i < len(p); i++ {
-			if p[i] < p[i-1] {
-				return nil, fmt.Errorf("series %q: source returned dates out of order", clip(id))
-			}
-		}
-		if opts.Per != 0 {
-			p, v = resample(p, v, opts.Per, opts.Agg)
-		}
-		f.cols[j] = column{id: id, periods: p, values: v}
-		if len(p) > 0 {
-			live++
+	tb, cerr := e.assemble(ids, from, to, &opts, MaxFrameDates)
+	for _, c := range tb.cols {
+		if c.err != nil { // a Frame fails as a whole
+			return nil, c.cause
 		}
 	}
-	if live == 0 {
-		return nil, &dataError{msg: noData(strings.Join(ids, ","), from, to).Message, err: ErrNoData}
+	switch {
+	case cerr != nil && cerr.Code == CodeNA:
+		return nil, &dataError{msg: cerr.Message, err: ErrNoData}
+	case cerr != nil:
+		return nil, fmt.Errorf("%s: more than %d dates", cerr.Message, MaxFrameDates)
 	}
-	f.Dates = unionDates(f.cols)
+	f := &Frame{IDs: ids, Fill: tb.fill, cols: tb.cols, Points: make([]int, len(ids)), Dates: tb.all}
 	if opts.Last > 0 && len(f.Dates) > opts.Last {
 		f.Dates = f.Dates[len(f.Dates)-opts.Last:]
 	}

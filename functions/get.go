@@ -2,6 +2,7 @@ package functions
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -9,17 +10,27 @@ import (
 
 // column is one series of an ES.Get while it is being assembled.
 type column struct {
-	id      string
+	id      string  // as typed
+	ref     string  // as the Source knows it: id, or the one id that differs only by case
 	periods []int64 // ascending; owned (the Source hands over fresh slices)
 	values  []float64
+	hist    int        // how many of the points are history, before the range (see transform.go)
 	err     *CellError // the whole column failed: every data cell shows it
+	cause   error      // err as a Go error, for Frame
+}
+
+// table is the columns of an ES.Get aligned on one date column, before layout.
+type table struct {
+	cols []column
+	all  []int64 // the dates shown, ascending, not empty
+	fill Fill    // what the layout still fills (FillNone once the transforms applied it)
 }
 
 // get is ES.Get(series, [start], [end], [options...]).
 //
-// Steps: read arguments; fetch each series; re-sample in place (per=); take the union of
-// dates; keep the last N (last=); check the size; lay out rows (order=, headers=, dates=,
-// transpose=) in one backing slice, filling gaps (fill=).
+// Steps: read arguments; assemble the table (fetch, re-sample, look back, align,
+// transform: see assemble); keep the last N (last=); check the size; lay out rows
+// (order=, headers=, dates=, transpose=) in one backing slice, filling gaps (fill=).
 func (e *Engine) get(args []any) (*Grid, *CellError) {
 	if len(args) == 0 {
 		return nil, cellErr(CodeValue, "series: missing; use ES.Get(series, [start], [end], [options...])")
@@ -52,41 +63,16 @@ func (e *Engine) get(args []any) (*Grid, *CellError) {
 		return nil, cellErr(CodeValue, "start %s is after end %s", formatTime(from), formatTime(to))
 	}
 
-	cols := make([]column, len(ids.ids))
-	live := 0 // columns with at least one point
-	for j, id := range ids.ids {
-		c := &cols[j]
-		c.id = id
-		c.periods, c.values, c.err = e.fetch(id, from, to)
-		if c.err == nil && opts.Per != 0 {
-			c.periods, c.values = resample(c.periods, c.values, opts.Per, opts.Agg)
-		}
-		if len(c.periods) > 0 {
-			live++
-		}
+	tb, cerr := e.assemble(ids.ids, from, to, &opts, maxCells)
+	if cerr != nil {
+		return nil, cerr
 	}
-	if live == 0 {
-		var ok []string
-		for _, c := range cols {
-			if c.err == nil {
-				ok = append(ok, c.id)
-			}
-		}
-		if len(ok) == 0 {
-			return nil, cols[0].err
-		}
-		return nil, noData(strings.Join(ok, ","), from, to)
-	}
-
-	all := unionDates(cols)
+	cols, all := tb.cols, tb.all
 	if opts.Last > 0 && len(all) > opts.Last {
 		all = all[len(all)-opts.Last:]
 	}
 	nr, nc := len(all), len(cols) // logical rows and columns, before transpose
-	h, d := 0, 0
-	if opts.Headers {
-		h = 1
-	}
+	h, d := opts.Headers.Count(), 0
 	if opts.Dates {
 		d = 1
 	}
@@ -113,15 +99,10 @@ func (e *Engine) get(args []any) (*Grid, *CellError) {
 	if opts.Desc {
 		first, step = h+len(all)-1, -1
 	}
-	if h == 1 {
-		if d == 1 {
-			g.set(0, "Date")
-		}
-		for j, c := range cols {
-			g.set((d+j)*cs, c.id)
-		}
+	if h > 0 {
+		e.headerRows(g, cols, opts.Headers, d, rs, cs)
 	}
-	walkRows(cols, all, opts.Fill, func(i int, t int64, row []float64) bool {
+	walkRows(cols, all, tb.fill, func(i int, t int64, row []float64) bool {
 		r := (first + i*step) * rs
 		if d == 1 {
 			num[r] = ExcelSerial(t)
@@ -136,7 +117,7 @@ func (e *Engine) get(args []any) (*Grid, *CellError) {
 	for j := range cols {
 		c := &cols[j]
 		cerr := c.err
-		if cerr == nil && opts.Fill != FillNA {
+		if cerr == nil && tb.fill != FillNA {
 			continue
 		}
 		for i := range all {
@@ -153,23 +134,208 @@ func (e *Engine) get(args []any) (*Grid, *CellError) {
 	return g, nil
 }
 
-// fetch reads one series and checks what the Source returned.
-func (e *Engine) fetch(id string, from, to int64) ([]int64, []float64, *CellError) {
+// headerRows writes the header rows hr asks for (ids, names, units, in that order) at
+// the top of the logical table: "Date" over the date column in the first, the rest of
+// that column empty.
+func (e *Engine) headerRows(g *Grid, cols []column, hr HeaderRows, d, rs, cs int) {
+	var infos []SeriesInfo
+	if hr&(HeaderName|HeaderUnit) != 0 {
+		infos = make([]SeriesInfo, len(cols))
+		for j, c := range cols {
+			if c.err == nil {
+				infos[j], _ = e.Src.Info(c.ref)
+			}
+		}
+	}
+	r := 0
+	for _, kind := range [...]HeaderRows{HeaderID, HeaderName, HeaderUnit} {
+		if hr&kind == 0 {
+			continue
+		}
+		if d == 1 {
+			if r == 0 {
+				g.set(0, "Date")
+			} else {
+				g.set(r*rs, nil)
+			}
+		}
+		for j, c := range cols {
+			v := c.id
+			switch kind {
+			case HeaderName:
+				v = infos[j].Name
+			case HeaderUnit:
+				v = infos[j].Unit
+			}
+			g.set(r*rs+(d+j)*cs, v)
+		}
+		r++
+	}
+}
+
+// assemble fetches the series and aligns them on one date column: the points in
+// [from, to], re-sampled (per=, agg=, days=), with the history before from that
+// changes, moving averages and fill=prev need (see transform.go); aligned on the union
+// of their dates or, with days=, on every bucket of the calendar from the first point
+// to the last; transformed; history cut off. limit bounds the dates of a calendar.
+// It fails only if every series failed, none has a point in the range, or the calendar
+// is too long; the table then holds the columns, with their errors, and no dates.
+func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int) (*table, *CellError) {
+	per := opts.Per
+	if per == 'D' && opts.Days == DaysWeekdays {
+		per = 'B'
+	}
+	cut := from
+	if per != 0 && from > MinTime {
+		cut, _ = bucketStart(from, per)
+	}
+	lb := needs(opts)
+	cols := make([]column, len(ids))
+	live := 0 // columns with at least one point in the range
+	for j, id := range ids {
+		c := &cols[j]
+		c.id = id
+		c.ref, c.periods, c.values, c.err, c.cause = e.fetch(id, from, to)
+		if c.err != nil {
+			continue
+		}
+		if per != 0 {
+			c.periods, c.values = resample(c.periods, c.values, per, opts.Agg)
+		}
+		if len(c.periods) > 0 {
+			live++
+		}
+		if lb.any() {
+			e.history(c, from, cut, per, opts.Agg, lb)
+		}
+	}
+	if live == 0 {
+		var ok []string
+		for _, c := range cols {
+			if c.err == nil {
+				ok = append(ok, c.id)
+			}
+		}
+		if len(ok) == 0 {
+			return &table{cols: cols}, cols[0].err
+		}
+		return &table{cols: cols}, noData(strings.Join(ok, ","), from, to)
+	}
+	tb := &table{cols: cols, fill: opts.Fill}
+	transforms := opts.transforms()
+	aligned := transforms && (opts.Fill == FillPrev || opts.Fill == FillZero)
+	if transforms && !aligned {
+		for j := range cols {
+			if c := &cols[j]; c.err == nil {
+				transform(c.periods, c.values, opts, cut)
+				c.periods, c.values, c.hist = c.periods[c.hist:], c.values[c.hist:], 0
+			}
+		}
+	}
+
+	var all []int64
+	if opts.Days != DaysAsStored {
+		start, end, earliest := int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64)
+		for _, c := range cols {
+			if c.hist < len(c.periods) {
+				start = min(start, c.periods[c.hist])
+				end = max(end, c.periods[len(c.periods)-1])
+			}
+			if len(c.periods) > 0 {
+				earliest = min(earliest, c.periods[0])
+			}
+		}
+		n := countBuckets(start, end, per)
+		if opts.Last > 0 && n > int64(limit) && opts.Last <= limit { // only the last ones are shown
+			start, n = end, 1
+			for ; n < int64(opts.Last); n++ {
+				start = prevBucket(start, per)
+			}
+		}
+		if n > int64(limit) {
+			return &table{cols: cols}, tooLarge(int(min(n, math.MaxInt32)) * (len(cols) + 1))
+		}
+		first := start
+		if aligned { // rows before the range for the transforms to look back over
+			if lb.year {
+				first, _ = bucketStart(yearBefore(start)-week, per)
+			}
+			for i := 0; i <= lb.points; i++ {
+				first = prevBucket(first, per)
+			}
+			first = max(first, earliest)
+		}
+		all, _ = calendarDates(first, end, per, int(countBuckets(first, end, per)))
+		cut = max(cut, start)
+	} else {
+		all = unionDates(cols)
+	}
+	if aligned {
+		dense := make([][]float64, len(cols))
+		for j := range dense {
+			dense[j] = make([]float64, len(all))
+		}
+		walkRows(cols, all, opts.Fill, func(i int, _ int64, row []float64) bool {
+			for j, x := range row {
+				dense[j][i] = x
+			}
+			return true
+		})
+		k, _ := slices.BinarySearch(all, cut)
+		for j := range cols {
+			c := &cols[j]
+			if c.err != nil {
+				continue
+			}
+			transform(all, dense[j], opts, cut)
+			c.periods, c.values, c.hist = all[k:], dense[j][k:], 0
+		}
+		tb.fill = FillNone
+		all = all[k:]
+	} else if k, _ := slices.BinarySearch(all, cut); k > 0 {
+		all = all[k:]
+	}
+	tb.all = all
+	return tb, nil
+}
+
+// fetch reads one series and checks what the Source returned. An id the Source does not
+// have is retried as the one id that differs from it only by case, if there is one
+// (ref is then that id); otherwise the error names the nearest ids. cause is the error
+// as Frame reports it.
+func (e *Engine) fetch(id string, from, to int64) (ref string, p []int64, v []float64, cerr *CellError, cause error) {
+	ref = id
 	p, v, err := e.Src.Get(id, from, to)
+	if errors.Is(err, ErrNotFound) {
+		r, near := Resolve(e.Src, id)
+		if r != "" {
+			if p2, v2, err2 := e.Src.Get(r, from, to); err2 == nil {
+				ref, p, v, err = r, p2, v2, nil
+			}
+		}
+		if err != nil {
+			err = &notFoundError{id: id, near: near}
+		}
+	}
+	fail := func(format string, args ...any) (string, []int64, []float64, *CellError, error) {
+		ce := cellErr(CodeNA, "%s: "+format, append([]any{clip(id)}, args...)...)
+		return ref, nil, nil, ce, fmt.Errorf("series %q: "+format, append([]any{clip(id)}, args...)...)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return nil, nil, notFound(id)
+		return ref, nil, nil, cellErr(CodeNA, "%v", err), err
 	case err != nil:
-		return nil, nil, cellErr(CodeNA, "%s: %v", clip(id), err)
+		ce := cellErr(CodeNA, "%s: %v", clip(id), err)
+		return ref, nil, nil, ce, fmt.Errorf("series %q: %w", clip(id), err)
 	case len(p) != len(v):
-		return nil, nil, cellErr(CodeNA, "%s: source returned %d dates and %d values", clip(id), len(p), len(v))
+		return fail("source returned %d dates and %d values", len(p), len(v))
 	}
 	for i := 1; i < len(p); i++ {
 		if p[i] < p[i-1] {
-			return nil, nil, cellErr(CodeNA, "%s: source returned dates out of order", clip(id))
+			return fail("source returned dates out of order")
 		}
 	}
-	return p, v, nil
+	return ref, p, v, nil, nil
 }
 
 func notFound(id string) *CellError { return cellErr(CodeNA, "series %q not found", clip(id)) }
@@ -190,7 +356,8 @@ func noData(ids string, from, to int64) *CellError {
 // walkRows calls fn for each date of all (ascending, not empty), oldest first, with the
 // columns' values on that date: row[j] is column j's, NaN where it has none (no point, a
 // NaN or infinite value, or a failed column). With FillPrev a missing value repeats the
-// column's last one, starting from the last before all[0], which last= may have cut off.
+// column's last one, starting from the last before all[0] (history, or a point last=
+// cut off); with FillZero it is 0 (but a failed column's stays NaN).
 // Of repeated dates in a column the first counts. row is reused between calls; the walk
 // stops when fn returns false.
 func walkRows(cols []column, all []int64, fill Fill, fn func(i int, t int64, row []float64) bool) {
@@ -229,6 +396,8 @@ func walkRows(cols []column, all []int64, fill Fill, fn func(i int, t int64, row
 				prev[j] = x
 			} else if fill == FillPrev {
 				x = prev[j]
+			} else if fill == FillZero && cols[j].err == nil {
+				x = 0
 			}
 			row[j] = x
 		}

@@ -2,6 +2,7 @@ package functions
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -34,9 +35,10 @@ const (
 	FillNone Fill = iota // an empty cell (nil)
 	FillPrev             // the series' previous value in the result, if any
 	FillNA               // a #N/A error cell
+	FillZero             // 0
 )
 
-var fillNames = [...]string{"none", "prev", "na"}
+var fillNames = [...]string{"none", "prev", "na", "zero"}
 
 func (f Fill) String() string {
 	if int(f) < len(fillNames) {
@@ -45,24 +47,99 @@ func (f Fill) String() string {
 	return "Fill(" + strconv.Itoa(int(f)) + ")"
 }
 
-// MaxLast bounds last=N; any N above the number of rows simply keeps them all.
-const MaxLast = 1_000_000_000
+// Change says how a value compares with an earlier one (chg=, yoy=).
+type Change uint8
+
+const (
+	ChangeNone Change = iota
+	ChangeDiff        // x - earlier
+	ChangePct         // (x / earlier - 1) * 100: percent
+	ChangeLog         // ln(x / earlier): a log return (chg= only)
+)
+
+var changeNames = [...]string{"none", "diff", "pct", "log"}
+
+func (c Change) String() string {
+	if int(c) < len(changeNames) {
+		return changeNames[c]
+	}
+	return "Change(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Days is the calendar days=all|weekdays up-samples onto.
+type Days uint8
+
+const (
+	DaysAsStored Days = iota // no calendar: the series' own dates (the default)
+	DaysAll                  // every day (or week, month, ... with per=)
+	DaysWeekdays             // Monday to Friday; a weekend point shows on the Monday after
+)
+
+var daysNames = [...]string{"stored", "all", "weekdays"}
+
+func (d Days) String() string {
+	if int(d) < len(daysNames) {
+		return daysNames[d]
+	}
+	return "Days(" + strconv.Itoa(int(d)) + ")"
+}
+
+// HeaderRows says which header rows ES.Get shows, a set of bits.
+type HeaderRows uint8
+
+const (
+	HeaderID   HeaderRows = 1 << iota // the ids as typed (headers=y)
+	HeaderName                        // the series' names
+	HeaderUnit                        // their units
+	HeaderAll  = HeaderID | HeaderName | HeaderUnit
+)
+
+// Count is how many header rows h shows.
+func (h HeaderRows) Count() int {
+	return int(h&HeaderID) + int(h&HeaderName)>>1 + int(h&HeaderUnit)>>2
+}
+
+// Limits of the option values.
+const (
+	MaxLast = 1_000_000_000 // last=N; any N above the number of rows keeps them all
+	MaxMA   = 10_000        // ma=N
+)
 
 // Options are ES.Get's key=value options. The zero value is not the default: use
 // DefaultOptions (Dates is on unless dates=n).
+//
+// They apply in this order: the range (start, end), re-sampling (Per, Agg, Days),
+// alignment of several series on one date column, Fill, the transforms (Chg, YoY, MA,
+// Rebase, Scale, in that order), then Last and the layout (Desc, Headers, Dates,
+// Transpose). Changes, moving averages and Fill=prev look back before the start for
+// the points they need.
 type Options struct {
 	Per       byte // 0: as stored; else 'D', 'W', 'M', 'Q' or 'A' (weeks start Monday)
 	Agg       Agg  // with Per; AggLast by default
+	Days      Days // with Per (days= alone implies per=D): up-sample onto a calendar
 	Fill      Fill
-	Desc      bool // order=desc: newest first
-	Headers   bool // a first row "Date", id, id, ...
-	Dates     bool // the date column (true by default)
-	Transpose bool // one row per series instead of one column
-	Last      int  // keep only the Last most recent dates; 0 keeps all
+	Chg       Change // change from the previous point: diff, pct or log
+	YoY       Change // change from the same period a year earlier: diff or pct
+	MA        int    // trailing mean of MA points; 0: none
+	Rebase    float64
+	HasRebase bool // rebase=X: values scaled so that the first in the range is Rebase
+	Scale     float64
+	HasScale  bool       // scale=X: values multiplied by Scale
+	Desc      bool       // order=desc: newest first
+	Headers   HeaderRows // header rows: ids, names, units
+	Dates     bool       // the date column (true by default)
+	Transpose bool       // one row per series instead of one column
+	Last      int        // keep only the Last most recent dates; 0 keeps all
 }
 
 // DefaultOptions returns the options of an ES.Get without any.
 func DefaultOptions() Options { return Options{Dates: true} }
+
+// transforms reports whether o changes values after alignment (chg, yoy, ma, rebase,
+// scale).
+func (o *Options) transforms() bool {
+	return o.Chg != ChangeNone || o.YoY != ChangeNone || o.MA > 0 || o.HasRebase || o.HasScale
+}
 
 // ParseOptions reads ES.Get's option arguments: each is nil (skipped), a string holding
 // one or more key=value pairs separated by ';', ',' or spaces (spaces around '=' are
@@ -87,6 +164,9 @@ func ParseOptions(args []any) (Options, error) {
 	}
 	if aggSet != "" && o.Per == 0 {
 		return o, fmt.Errorf("option %s: needs per=D, W, M, Q or A", clip(strings.TrimSpace(aggSet)))
+	}
+	if o.Days != DaysAsStored && o.Per == 0 {
+		o.Per = 'D'
 	}
 	return o, nil
 }
@@ -226,8 +306,67 @@ func (o *Options) set(tok string) (string, error) {
 			o.Fill = FillPrev
 		case "na", "n/a":
 			o.Fill = FillNA
+		case "zero", "0":
+			o.Fill = FillZero
 		default:
-			return bad("none, prev or na")
+			return bad("none, prev, na or zero")
+		}
+	case "days", "calendar":
+		key = "days"
+		switch lv {
+		case "all", "c", "calendar":
+			o.Days = DaysAll
+		case "weekdays", "weekday", "w", "business", "b":
+			o.Days = DaysWeekdays
+		default:
+			return bad("all or weekdays")
+		}
+	case "chg", "change":
+		key = "chg"
+		switch lv {
+		case "diff":
+			o.Chg = ChangeDiff
+		case "pct", "%":
+			o.Chg = ChangePct
+		case "log":
+			o.Chg = ChangeLog
+		case "none":
+			o.Chg = ChangeNone
+		default:
+			return bad("diff, pct or log")
+		}
+	case "yoy":
+		switch lv {
+		case "diff":
+			o.YoY = ChangeDiff
+		case "pct", "%":
+			o.YoY = ChangePct
+		case "none":
+			o.YoY = ChangeNone
+		default:
+			return bad("diff or pct")
+		}
+	case "ma":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxMA {
+			return bad(fmt.Sprintf("a whole number from 1 to %d", MaxMA))
+		}
+		o.MA = n
+		if n == 1 { // the mean of one point is the point
+			o.MA = 0
+		}
+	case "rebase", "scale":
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || (key == "rebase" && x == 0) {
+			if key == "rebase" {
+				return bad("a number other than 0, e.g. 100")
+			}
+			return bad("a number, e.g. 0.001")
+		}
+		if key == "rebase" {
+			o.Rebase, o.HasRebase = x, true
+		} else {
+			o.Scale, o.HasScale = x, true
 		}
 	case "order", "sort":
 		key = "order"
@@ -241,11 +380,11 @@ func (o *Options) set(tok string) (string, error) {
 		}
 	case "headers", "header":
 		key = "headers"
-		b, ok := parseYesNo(lv)
+		h, ok := parseHeaders(lv)
 		if !ok {
-			return bad("y or n")
+			return bad("id, name, unit, all (or several joined by +), y or n")
 		}
-		o.Headers = b
+		o.Headers = h
 	case "dates", "date":
 		key = "dates"
 		b, ok := parseYesNo(lv)
@@ -266,9 +405,37 @@ func (o *Options) set(tok string) (string, error) {
 		}
 		o.Last = n
 	default:
-		return key, fmt.Errorf("option %s: unknown; want per, agg, fill, order, headers, dates, transpose or last", clip(key))
+		return key, fmt.Errorf("option %s: unknown%s; want per, agg, days, fill, chg, yoy, ma, rebase, scale, order, headers, dates, transpose or last", clip(key), DidYouMean(Nearest(key, optionKeys, 1)))
 	}
 	return key, nil
+}
+
+var optionKeys = []string{"per", "agg", "days", "fill", "chg", "yoy", "ma", "rebase", "scale", "order", "headers", "dates", "transpose", "last"}
+
+// parseHeaders reads headers=: y/n, or id, name, unit and all joined by '+'.
+func parseHeaders(s string) (HeaderRows, bool) {
+	if b, ok := parseYesNo(s); ok {
+		if b {
+			return HeaderID, true
+		}
+		return 0, true
+	}
+	var h HeaderRows
+	for part := range strings.SplitSeq(s, "+") {
+		switch strings.TrimSpace(part) {
+		case "id", "ids":
+			h |= HeaderID
+		case "name", "names":
+			h |= HeaderName
+		case "unit", "units":
+			h |= HeaderUnit
+		case "all":
+			h |= HeaderAll
+		default:
+			return 0, false
+		}
+	}
+	return h, true
 }
 
 func parseYesNo(s string) (bool, bool) {

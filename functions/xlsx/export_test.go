@@ -509,7 +509,7 @@ func TestExportBadInput(t *testing.T) {
 		{"from after to", existing, xlsx.Request{Series: []string{"MSFT"}, From: "2005", To: "2004"}, "from 2005 is after to 2004", xlsx.ErrRequest},
 		{"bad per", existing, xlsx.Request{Series: []string{"MSFT"}, Per: "X"}, "option per=X: want D, W, M, Q or A", xlsx.ErrRequest},
 		{"agg without per", existing, xlsx.Request{Series: []string{"MSFT"}, Agg: "avg"}, "option agg=avg: needs per=", xlsx.ErrRequest},
-		{"bad fill", existing, xlsx.Request{Series: []string{"MSFT"}, Fill: "zero"}, "option fill=zero: want none, prev or na", xlsx.ErrRequest},
+		{"bad fill", existing, xlsx.Request{Series: []string{"MSFT"}, Fill: "often"}, "option fill=often: want none, prev, na or zero", xlsx.ErrRequest},
 		{"not xlsx", filepath.Join(dir, "out.csv"), xlsx.Request{Series: []string{"MSFT"}}, "the name must end in .xlsx", xlsx.ErrRequest},
 		{"under a file", "/etc/hostname/x.xlsx", xlsx.Request{Series: []string{"MSFT"}}, "/etc/hostname is a file, not a directory", nil},
 		{"under a file, deeper", filepath.Join(existing, "a", "x.xlsx"), xlsx.Request{Series: []string{"MSFT"}}, existing + " is a file, not a directory", nil},
