@@ -13,20 +13,30 @@
  * answers into cells. The meaning lives in Go (package functions; the user
  * reference is docs/functions.md).
  *
- * Outside Excel (node tests, the browser test page) set globalThis.ES_BRIDGE_URL
- * and, for clients that are not same-origin, globalThis.ES_BRIDGE_TOKEN before
- * loading this file; a CustomFunctions stub must exist (stub.js).
+ * Every request carries the bridge's token. In Excel it comes from the page
+ * this file runs in: the bridge writes it into taskpane.html's
+ * <meta name="es-bridge-token"> when it serves the page (only to processes of
+ * its own OS user, docs/excel.md), so the user does nothing. Outside Excel
+ * (node tests) set globalThis.ES_BRIDGE_URL and globalThis.ES_BRIDGE_TOKEN
+ * before loading this file; a CustomFunctions stub must exist (stub.js).
  */
 /* global CustomFunctions, WebSocket, fetch, setTimeout, clearTimeout, globalThis, module */
 
 var ES_MAX_BATCH = 5000; // calls per request; the bridge takes up to 100,000
 var ES_RETRY_MS = [250, 500, 1000, 2000, 5000, 10000, 30000];
 
+/** The token the bridge wrote into the page, or "". */
+function esPageToken(g) {
+  var d = g.document;
+  var m = d && d.querySelector && d.querySelector('meta[name="es-bridge-token"]');
+  return (m && m.getAttribute("content")) || "";
+}
+
 /** The bridge's origin and token, read when a request is made. */
 function esConfig() {
   var g = typeof globalThis !== "undefined" ? globalThis : self;
   var base = g.ES_BRIDGE_URL || (g.location && g.location.origin) || "https://127.0.0.1:17825";
-  return { base: String(base).replace(/\/+$/, ""), token: g.ES_BRIDGE_TOKEN || "" };
+  return { base: String(base).replace(/\/+$/, ""), token: g.ES_BRIDGE_TOKEN || esPageToken(g) };
 }
 
 /** CustomFunctions.ErrorCode for a bridge error code ("#N/A", ...). */
@@ -256,8 +266,7 @@ function esLiveConnect() {
     return;
   }
   var cfg = esConfig();
-  // A client without an Origin (not a browser) proves itself with the token,
-  // offered as a subprotocol since WebSocket cannot set headers.
+  // The token goes as a subprotocol, since WebSocket cannot set headers.
   var protocols = ["es-live"];
   if (cfg.token) {
     protocols.push("bearer." + cfg.token);

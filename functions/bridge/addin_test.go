@@ -144,6 +144,7 @@ func TestBrowserAddin(t *testing.T) {
 		Datasets []string          `json:"datasets"`
 		Conn     string            `json:"conn"`
 		Errors   []string          `json:"errors"`
+		Auth     []string          `json:"auth"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("browser output: %v\n%s", err, out)
@@ -172,5 +173,19 @@ func TestBrowserAddin(t *testing.T) {
 	}
 	if len(got.Errors) > 0 {
 		t.Errorf("page errors: %v", got.Errors)
+	}
+	// The token path: the page found the token the bridge wrote into it and
+	// sent it on every call (the websocket's, as a subprotocol, is proved
+	// by ES.LIVE's values: the bridge refuses a websocket without it).
+	seen := map[string]bool{}
+	for _, a := range got.Auth {
+		path, auth, _ := strings.Cut(a, " ")
+		seen[path] = true
+		if path != "/v1/live" && auth != "Bearer "+b.Token() {
+			t.Errorf("%s sent Authorization %q", path, auth)
+		}
+	}
+	if !seen["/v1/calc"] || !seen["/v1/status"] {
+		t.Errorf("API calls seen: %v", got.Auth)
 	}
 }

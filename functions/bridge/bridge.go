@@ -171,6 +171,10 @@ type Server struct {
 	own     map[string]bool // the bridge's own origins
 	addin   *addinFiles
 	live    *hub
+	peers   *peerChecker // the same-user check (peer.go)
+
+	peersChecked atomic.Int64
+	peersRefused atomic.Int64
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -197,6 +201,10 @@ func Start(src functions.Source, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	peers, err := newPeerChecker()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := listenLoopback(o.Port)
 	if err != nil {
 		return nil, err
@@ -206,6 +214,7 @@ func Start(src functions.Source, o Options) (*Server, error) {
 		opts:   o,
 		eng:    &functions.Engine{Src: src, Now: o.Now, MaxCells: min(functions.DefaultMaxCells, o.MaxBatchCells)},
 		token:  token,
+		peers:  peers,
 		ln:     ln,
 		origin: "https://127.0.0.1:" + strconv.Itoa(port),
 		stop:   make(chan struct{}),
@@ -222,7 +231,7 @@ func Start(src functions.Source, o Options) (*Server, error) {
 	for _, a := range o.AllowOrigins {
 		s.origins[strings.ToLower(strings.TrimRight(a, "/"))] = true
 	}
-	if s.addin, err = newAddinFiles(s.origin); err != nil {
+	if s.addin, err = newAddinFiles(s.origin, token); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -236,6 +245,7 @@ func Start(src functions.Source, o Options) (*Server, error) {
 	}
 	s.srv = &http.Server{
 		Handler:           s.routes(),
+		ConnContext:       s.connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -367,7 +377,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/addin/taskpane.html", http.StatusFound)
 	})
-	return s.checkHost(mux)
+	return s.checkPeer(s.checkHost(mux))
 }
 
 // checkHost refuses requests addressed to any other name than the
@@ -396,10 +406,11 @@ func (s *Server) allowedOrigin(origin string) bool {
 }
 
 // authorize applies the Origin and token rules (see the package doc) and
-// answers the request itself when it fails.
+// answers the request itself when it fails. Every call needs the token,
+// whatever its headers: Origin and Sec-Fetch-* are what a browser says,
+// and any local program can say the same.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin != "" {
+	if origin := r.Header.Get("Origin"); origin != "" {
 		if !s.allowedOrigin(origin) {
 			writeError(w, http.StatusForbidden, "#N/A", "origin "+clipHeader(origin)+" may not use the EnergyScope bridge; add it with --allow-origin")
 			return false
@@ -407,10 +418,6 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 		if !s.own[strings.ToLower(origin)] {
 			s.corsHeaders(w, origin)
 		}
-		return true
-	}
-	if r.Header.Get("Sec-Fetch-Site") == "same-origin" {
-		return true
 	}
 	auth := r.Header.Get("Authorization")
 	const prefix = "Bearer "

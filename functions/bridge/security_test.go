@@ -36,10 +36,17 @@ func TestSecurity(t *testing.T) {
 		{"token prefix", "POST", "/v1/calc", map[string]string{"Authorization": tok[:len(tok)-1]}, 401},
 		{"basic auth", "POST", "/v1/calc", map[string]string{"Authorization": "Basic " + b.Token()}, 401},
 		{"cross-site fetch without origin", "GET", "/v1/status", map[string]string{"Sec-Fetch-Site": "cross-site"}, 401},
-		{"same-origin browser", "POST", "/v1/calc", map[string]string{"Origin": own}, 200},
-		{"same-origin localhost", "POST", "/v1/calc", map[string]string{"Origin": "https://localhost:" + port, "Host": "localhost:" + port}, 200},
-		{"same-origin navigation", "GET", "/v1/status", map[string]string{"Sec-Fetch-Site": "same-origin"}, 200},
-		{"allowed origin", "POST", "/v1/calc", map[string]string{"Origin": friend}, 200},
+		// Browser headers are no credential: any local program can send them.
+		{"same-origin browser without token", "POST", "/v1/calc", map[string]string{"Origin": own}, 401},
+		{"same-origin localhost without token", "POST", "/v1/calc", map[string]string{"Origin": "https://localhost:" + port, "Host": "localhost:" + port}, 401},
+		{"same-origin navigation without token", "GET", "/v1/status", map[string]string{"Sec-Fetch-Site": "same-origin"}, 401},
+		{"same-origin fetch without token", "POST", "/v1/calc", map[string]string{"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}, 401},
+		{"loopback origin without token, status", "GET", "/v1/status", map[string]string{"Origin": "https://[::1]:" + port}, 401},
+		{"allowed origin without token", "POST", "/v1/calc", map[string]string{"Origin": friend}, 401},
+		{"same-origin browser", "POST", "/v1/calc", map[string]string{"Origin": own, "Authorization": tok}, 200},
+		{"same-origin localhost", "POST", "/v1/calc", map[string]string{"Origin": "https://localhost:" + port, "Host": "localhost:" + port, "Authorization": tok}, 200},
+		{"same-origin navigation", "GET", "/v1/status", map[string]string{"Sec-Fetch-Site": "same-origin", "Authorization": tok}, 200},
+		{"allowed origin", "POST", "/v1/calc", map[string]string{"Origin": friend, "Authorization": tok}, 200},
 		{"foreign origin", "POST", "/v1/calc", map[string]string{"Origin": "https://evil.example"}, 403},
 		{"foreign origin with token", "POST", "/v1/calc", map[string]string{"Origin": "https://evil.example", "Authorization": tok}, 403},
 		{"http origin of the bridge", "POST", "/v1/calc", map[string]string{"Origin": "http://127.0.0.1:" + port}, 403},
@@ -196,7 +203,10 @@ func TestLiveRefusals(t *testing.T) {
 		{"wrong token subprotocol", nil, []string{"es-live", "bearer.nope"}, false},
 		{"token subprotocol", nil, []string{"es-live", "bearer." + b.Token()}, true},
 		{"token header", http.Header{"Authorization": {"Bearer " + b.Token()}}, nil, true},
-		{"own origin", http.Header{"Origin": {b.URL()}}, []string{"es-live"}, true},
+		{"own origin without token", http.Header{"Origin": {b.URL()}}, []string{"es-live"}, false},
+		{"same-origin without token", http.Header{"Sec-Fetch-Site": {"same-origin"}}, []string{"es-live"}, false},
+		{"own origin, token subprotocol", http.Header{"Origin": {b.URL()}}, []string{"es-live", "bearer." + b.Token()}, true},
+		{"foreign origin, token subprotocol", http.Header{"Origin": {"https://evil.example"}}, []string{"es-live", "bearer." + b.Token()}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := d

@@ -36,6 +36,13 @@ async function main() {
     // Nothing may leave the machine: only the bridge is reachable.
     await page.route((u) => !u.href.startsWith(url), (r) => r.abort());
     page.on("pageerror", (e) => errors.push(String(e)));
+    // The Authorization header of every API call: the bridge wants the token
+    // on each, and the page must have found it by itself.
+    const auth = [];
+    page.on("request", (r) => {
+      const u = new URL(r.url());
+      if (u.pathname.startsWith("/v1/")) auth.push(u.pathname + " " + (r.headers()["authorization"] || ""));
+    });
     page.on("console", (m) => {
       if (m.type() === "error") errors.push(m.text());
     });
@@ -68,7 +75,7 @@ async function main() {
     if (process.env.ES_SCREENSHOT) {
       await page.screenshot({ path: process.env.ES_SCREENSHOT, fullPage: true });
     }
-    process.stdout.write(JSON.stringify({ results, live, formula, datasets, conn, errors }) + "\n");
+    process.stdout.write(JSON.stringify({ results, live, formula, datasets, conn, errors, auth }) + "\n");
   } finally {
     await ctx.close();
     require("fs").rmSync(userDir, { recursive: true, force: true });
