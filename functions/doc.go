@@ -15,9 +15,14 @@
 //   - engine.go: Engine, Eval and Call (dispatch), Result and CellError, argument readers.
 //   - grid.go: Grid, a result's cells held by type (numbers unboxed in one []float64).
 //   - dates.go: ParseDate (every date form a cell may hold), ExcelSerial and FromSerial.
-//   - options.go: ParseOptions and Options (per, agg, fill, order, headers, dates,
-//     transpose, last).
-//   - get.go: ES.Get: fetch, re-sample, align on the union of dates, fill, lay out.
+//   - options.go: ParseOptions and Options (per, agg, days, fill, chg, yoy, ma, rebase,
+//     scale, order, headers, dates, transpose, last).
+//   - get.go: ES.Get: assemble (fetch, re-sample, align on the union of dates or a
+//     calendar, fill), lay out.
+//   - transform.go: looking back before the start, calendars, and the transforms
+//     (chg, yoy, ma, rebase, scale) over a column's points or its filled rows.
+//   - suggest.go: unknown ids: case-insensitive resolution and "did you mean" through
+//     Source.Search; EditDistance and Nearest, which cmd/es uses for its commands too.
 //   - meta.go: ES.Latest, ES.Live, ES.Info and ES.Search.
 //   - calendar.go: calendar steps on unix seconds (buckets, month ends) without
 //     time.Time, for the per-point paths, over internal/calendar's day arithmetic.

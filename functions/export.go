@@ -15,8 +15,8 @@ var ErrNoData = errors.New("no data")
 
 // Frame is the data of an ES.Get held column by column, for callers that lay out more
 // cells than a spilled result may hold: functions/xlsx writes workbooks from it. It
-// goes through the same steps as ES.Get (fetch, re-sample with per= and agg=, align on
-// the union of dates, last=, fill=) but boxes no cell and is not bounded by MaxCells;
+// goes through the same steps as ES.Get (fetch, re-sample with per=, agg= and days=,
+// align, fill=, the transforms, last=) but boxes no cell and is not bounded by MaxCells;
 // memory is the points the Source returned plus one date per row.
 //
 // Layout options (order, headers, dates, transpose) are the caller's. Unlike ES.Get,

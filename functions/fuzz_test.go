@@ -27,7 +27,8 @@ func FuzzParseDate(f *testing.F) {
 }
 
 func FuzzParseOptions(f *testing.F) {
-	for _, s := range []string{"per=M", "per = w , agg = max", "headers=y dates=n transpose=y order=desc last=3 fill=prev", "=", " = ; ,", "last=99999999999999999999", "per=A;agg=sum"} {
+	for _, s := range []string{"per=M", "per = w , agg = max", "headers=y dates=n transpose=y order=desc last=3 fill=prev", "=", " = ; ,", "last=99999999999999999999", "per=A;agg=sum",
+		"chg=pct yoy=diff ma=12 rebase=100 scale=0.001", "days=weekdays fill=prev", "headers=id+unit", "fill=zero;chg=log", "ma=1", "rebase=0", "scale=1e400"} {
 		f.Add(s, "")
 	}
 	f.Fuzz(func(t *testing.T, s, cell string) {
@@ -43,7 +44,10 @@ func FuzzParseOptions(f *testing.F) {
 		default:
 			t.Fatalf("Per %q", o.Per)
 		}
-		if o.Agg > AggMax || o.Fill > FillNA || o.Last < 0 || o.Last > MaxLast {
+		if o.Agg > AggMax || o.Fill > FillZero || o.Last < 0 || o.Last > MaxLast ||
+			o.Chg > ChangeLog || o.YoY > ChangePct || o.MA < 0 || o.MA == 1 || o.MA > MaxMA ||
+			o.Days > DaysWeekdays || (o.Days != DaysAsStored && o.Per == 0) || o.Headers > HeaderAll ||
+			(o.HasRebase && (o.Rebase == 0 || !finiteValue(o.Rebase))) || (o.HasScale && !finiteValue(o.Scale)) {
 			t.Fatalf("options %+v", o)
 		}
 	})
@@ -66,6 +70,8 @@ var fuzzStrings = []string{
 	"2000", "2004-06", "2000-01-01", "2010-01-07T22:00", "today", "-6M", "+1Y", "ytd", "99999-01-01",
 	"per=A", "per=W;agg=avg", "fill=prev", "fill=na", "order=desc", "headers=y", "dates=n",
 	"transpose=y", "last=3", "last=1000000000", "value", "date", "both", "name", "first", "updated",
+	"chg=pct", "chg=log;fill=prev", "yoy=diff", "ma=3", "ma=10000", "rebase=100;scale=-2", "days=weekdays;fill=prev",
+	"days=all;per=W;chg=diff", "fill=zero", "headers=all", "msft", "MSTF", "ibm,Gogl", "2000Q1", "36526", "-10D",
 }
 
 var fuzzNumbers = []float64{0, 1, 60, 2000, 20000101, 36526, 40185.5, 2958465, 2958466, -1, 1e300, math.NaN(), math.Inf(1), 3, 1000}

@@ -173,11 +173,21 @@ func (e *Engine) headerRows(g *Grid, cols []column, hr HeaderRows, d, rs, cs int
 	}
 }
 
+// lastBucketBefore is the start of the last bucket that starts at or before t.
+func lastBucketBefore(t int64, per byte) int64 {
+	s, _ := bucketStart(t, per)
+	if s > t {
+		s = prevBucket(s, per)
+	}
+	return s
+}
+
 // assemble fetches the series and aligns them on one date column: the points in
 // [from, to], re-sampled (per=, agg=, days=), with the history before from that
 // changes, moving averages and fill=prev need (see transform.go); aligned on the union
-// of their dates or, with days=, on every bucket of the calendar from the first point
-// to the last; transformed; history cut off. limit bounds the dates of a calendar.
+// of their dates or, with days=, on every bucket of the calendar from the start (or the
+// first point, if later) to the end (not past today) or, if the end is open, the last
+// point; transformed; history cut off. limit bounds the dates of a calendar.
 // It fails only if every series failed, none has a point in the range, or the calendar
 // is too long; the table then holds the columns, with their errors, and no dates.
 func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int) (*table, *CellError) {
@@ -202,11 +212,13 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 		if per != 0 {
 			c.periods, c.values = resample(c.periods, c.values, per, opts.Agg)
 		}
-		if len(c.periods) > 0 {
-			live++
-		}
+		inRange := len(c.periods) > 0
 		if lb.any() {
 			e.history(c, from, cut, per, opts.Agg, lb)
+		}
+		// On a calendar, a value carried from before the start fills the range too.
+		if inRange || (opts.Days != DaysAsStored && opts.Fill == FillPrev && c.hist > 0) {
+			live++
 		}
 	}
 	if live == 0 {
@@ -235,15 +247,23 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 
 	var all []int64
 	if opts.Days != DaysAsStored {
-		start, end, earliest := int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64)
+		// From the start (or the first point, if later) to the end (or the last point,
+		// if later; never past today) or, for an open end, to the last point.
+		end, earliest := int64(math.MinInt64), int64(math.MaxInt64)
 		for _, c := range cols {
 			if c.hist < len(c.periods) {
-				start = min(start, c.periods[c.hist])
 				end = max(end, c.periods[len(c.periods)-1])
 			}
 			if len(c.periods) > 0 {
 				earliest = min(earliest, c.periods[0])
 			}
+		}
+		start := max(cut, earliest)
+		if to < MaxTime {
+			end = max(end, lastBucketBefore(min(to, e.now().Unix()), per))
+		}
+		if end < start {
+			return &table{cols: cols}, noData(strings.Join(ids, ","), from, to)
 		}
 		n := countBuckets(start, end, per)
 		if opts.Last > 0 && n > int64(limit) && opts.Last <= limit { // only the last ones are shown

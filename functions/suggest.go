@@ -54,10 +54,10 @@ func clipBytes(s string) string {
 }
 
 // Nearest returns up to n of candidates closest to word by EditDistance, closest first
-// (ties in the candidates' order), among those close enough to be a typo: at most a
-// third of word's length away, and at least 1. Repeats are dropped.
+// (ties in the candidates' order), among those close enough to be a typo: at most half
+// of word's length away, and at least 1. Repeats are dropped.
 func Nearest(word string, candidates []string, n int) []string {
-	limit := max(1, len(word)/3)
+	limit := max(1, len(word)/2)
 	type near struct {
 		s string
 		d int
@@ -117,11 +117,14 @@ func Resolve(src Source, id string) (ref string, near []string) {
 	if len(folded) > 1 {
 		return "", folded[:min(len(folded), maxSuggest)]
 	}
-	// A typo: ids that share the first two or the last three characters.
-	if len(bare) >= 2 {
+	// A typo: ids that share the first one or two or the last two or three characters
+	// (the store ranks ids that start with a query first).
+	add(bare[:1])
+	if len(bare) >= 3 {
 		add(bare[:2])
+		add(bare[len(bare)-2:])
 	}
-	if len(bare) >= 4 {
+	if len(bare) >= 5 {
 		add(bare[len(bare)-3:])
 	}
 	return "", Nearest(bare, ids, maxSuggest)
