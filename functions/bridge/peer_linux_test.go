@@ -107,10 +107,11 @@ func loopbackPair(t *testing.T, dial func(port int) (func(), error)) net.Conn {
 	return c
 }
 
-// TestPeerOwnerLinux looks up real sockets: an AF_INET client (in
-// /proc/net/tcp) and an AF_INET6 client connected to ::ffff:127.0.0.1 (in
-// /proc/net/tcp6), as this process's uid; a checker for another uid
-// refuses them; a connection that does not exist is unknown.
+// TestPeerOwnerLinux looks up real sockets, by sock_diag and by /proc: an
+// AF_INET client (in /proc/net/tcp) and an AF_INET6 client connected to
+// ::ffff:127.0.0.1 (in /proc/net/tcp6), as this process's uid; a checker
+// for another uid refuses them; a connection that does not exist is
+// unknown.
 func TestPeerOwnerLinux(t *testing.T) {
 	me, err := newPeerChecker()
 	if err != nil {
@@ -138,6 +139,15 @@ func TestPeerOwnerLinux(t *testing.T) {
 	})
 	for name, c := range map[string]net.Conn{"tcp4": v4, "v4-mapped tcp6": v6} {
 		local, remote := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+		for how, owner := range map[string]func(client, server *net.TCPAddr) (int, error){"sock_diag": diagOwner, "/proc": procOwner} {
+			if uid, err := owner(remote, local); err != nil || uid != me.uid {
+				t.Errorf("%s, %s: uid %d, %v; want %d", name, how, uid, err, me.uid)
+			}
+			// The server's own end is not the client's.
+			if _, err := owner(&net.TCPAddr{IP: remote.IP, Port: remote.Port ^ 1}, local); !errors.Is(err, errNoSocket) {
+				t.Errorf("%s, %s: no such socket: %v", name, how, err)
+			}
+		}
 		if err := me.check(local, remote); err != nil {
 			t.Errorf("%s: own uid: %v", name, err)
 		}
@@ -178,4 +188,44 @@ func TestParseSocketOwner(t *testing.T) {
 	if _, err := parseSocketOwner([]byte(strings.Replace(table, "  1000 ", "  x100 ", 1)), []byte("0100007F:D431"), []byte("0100007F:45B1")); err == nil {
 		t.Fatal("bad uid accepted")
 	}
+}
+
+// BenchmarkPeerLookup: the same-user check of one connection, paid once
+// per connection, not per request: check (sock_diag) and the /proc
+// fallback.
+func BenchmarkPeerLookup(b *testing.B) {
+	me, err := newPeerChecker()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	local, remote := s.LocalAddr().(*net.TCPAddr), s.RemoteAddr().(*net.TCPAddr)
+	b.Run("check", func(b *testing.B) {
+		for b.Loop() {
+			if err := me.check(local, remote); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("proc", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := procOwner(remote, local); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
