@@ -32,8 +32,8 @@
 // analysts' Excel side by side), so:
 //
 //   - Same user (Linux, Windows): the first request of each connection asks
-//     the OS who owns the client's end (Linux: the socket's uid in
-//     /proc/net/tcp{,6}; Windows: the owning PID from GetExtendedTcpTable,
+//     the OS who owns the client's end (Linux: the socket's uid, by the
+//     netlink sock_diag query ss(8) uses, else from /proc/net/tcp{,6}; Windows: the owning PID from GetExtendedTcpTable,
 //     then its token's user SID). Another user, or an owner the OS cannot
 //     tell, gets 403 on every request of that connection, which is then
 //     closed; this runs before anything else, the add-in's files included.

@@ -21,7 +21,8 @@ import (
 // The owner is looked up once per connection, when its first request
 // arrives, by the connection's own goroutine: keep-alive requests after it
 // cost a context lookup, and a slow lookup never holds up Accept.
-// peer_linux.go reads /proc/net/tcp{,6}; peer_windows.go asks
+// peer_linux.go asks sock_diag (else reads /proc/net/tcp{,6}) for the
+// uid of the client's socket; peer_windows.go asks
 // GetExtendedTcpTable for the owning process and compares its token's user
 // SID; elsewhere (macOS, BSD) there is no check: the token alone guards
 // the API (docs/excel.md says so).
