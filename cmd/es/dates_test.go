@@ -201,3 +201,20 @@ func TestCLISuggests(t *testing.T) {
 		t.Fatalf("es get stocks:ibm differs from IBM:\n%s\n%s", a, b)
 	}
 }
+
+// TestCLIExportIDs: es export reads ids as es get does.
+func TestCLIExportIDs(t *testing.T) {
+	home := stocksHome(t)
+	xl := filepath.Join(t.TempDir(), "out.xlsx")
+	code, _, errs := es(t, "export", "--home", home, "--out", xl, "MSFT", "IMB")
+	if code != 1 || !strings.Contains(errs, `unknown series "IMB" (did you mean IBM?)`) {
+		t.Fatalf("es export IMB: exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(xl); !os.IsNotExist(err) {
+		t.Fatalf("a refused export wrote %s: %v", xl, err)
+	}
+	out := mustES(t, "export", "--home", home, "--out", xl, "--from", "2005Q1", "--to", "2005Q2", "msft", "ibm")
+	if !strings.Contains(out, "exported 2 series x 6 dates (2005-01-01 .. 2005-06-01") {
+		t.Fatalf("es export msft ibm: %s", out)
+	}
+}

@@ -3,10 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/energyscope/energyscope/functions"
 	"github.com/energyscope/energyscope/functions/xlsx"
 	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/localcache"
 )
 
 func runExport(e *env, args []string) error {
@@ -42,6 +45,27 @@ func runExport(e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
+	// Ids as es get reads them: one that differs only by case is that series;
+	// the unknown ones are named in one message, each with the ids near it.
+	var unknown []string
+	for i, id := range req.Series {
+		if _, err := st.Info(id); !errors.Is(err, localcache.ErrNotFound) {
+			continue
+		}
+		ref, near := functions.Resolve(wiring.Source{Store: st}, id)
+		if ref == "" {
+			u := fmt.Sprintf("%q", id)
+			if len(near) > 0 {
+				u += " (did you mean " + strings.Join(near, ", ") + "?)"
+			}
+			unknown = append(unknown, u)
+			continue
+		}
+		req.Series[i] = ref
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("unknown series %s", strings.Join(unknown, ", "))
+	}
 	req.Provenance = func(id string) (string, uint64) {
 		in, err := st.Info(id)
 		if err != nil {
