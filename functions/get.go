@@ -190,7 +190,7 @@ func lastBucketBefore(t int64, per byte) int64 {
 // point; transformed; history cut off. limit bounds the dates of a calendar.
 // It fails only if every series failed, none has a point in the range, or the calendar
 // is too long; the table then holds the columns, with their errors, and no dates.
-func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int) (*table, *CellError) {
+func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int) (table, *CellError) {
 	per := opts.Per
 	if per == 'D' && opts.Days == DaysWeekdays {
 		per = 'B'
@@ -229,11 +229,11 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 			}
 		}
 		if len(ok) == 0 {
-			return &table{cols: cols}, cols[0].err
+			return table{cols: cols}, cols[0].err
 		}
-		return &table{cols: cols}, noData(strings.Join(ok, ","), from, to)
+		return table{cols: cols}, noData(strings.Join(ok, ","), from, to)
 	}
-	tb := &table{cols: cols, fill: opts.Fill}
+	tb := table{cols: cols, fill: opts.Fill}
 	transforms := opts.transforms()
 	aligned := transforms && (opts.Fill == FillPrev || opts.Fill == FillZero)
 	if transforms && !aligned {
@@ -263,7 +263,7 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 			end = max(end, lastBucketBefore(min(to, e.now().Unix()), per))
 		}
 		if end < start {
-			return &table{cols: cols}, noData(strings.Join(ids, ","), from, to)
+			return table{cols: cols}, noData(strings.Join(ids, ","), from, to)
 		}
 		n := countBuckets(start, end, per)
 		if opts.Last > 0 && n > int64(limit) && opts.Last <= limit { // only the last ones are shown
@@ -273,7 +273,7 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 			}
 		}
 		if n > int64(limit) {
-			return &table{cols: cols}, tooLarge(int(min(n, math.MaxInt32)) * (len(cols) + 1))
+			return table{cols: cols}, tooLarge(int(min(n, math.MaxInt32)) * (len(cols) + 1))
 		}
 		first := start
 		if aligned { // rows before the range for the transforms to look back over
