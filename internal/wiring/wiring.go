@@ -92,6 +92,11 @@ func (s Sink) Install(dataset, dir string) error {
 	return err
 }
 
+// Pending implements client.Sink.
+func (s Sink) Pending(dataset string) (string, uint64, []protocol.Record, error) {
+	return s.Store.Pending(dataset)
+}
+
 // Truncate implements client.Sink.
 func (s Sink) Truncate(dataset string, through uint64) (int, error) {
 	return s.Store.Truncate(dataset, through)

@@ -332,6 +332,16 @@ func (c *conn) readLoop() {
 			return
 		}
 		m, err := protocol.DecodeMessage(b)
+		if errors.Is(err, protocol.ErrNoChecksum) && !helloSeen {
+			// A version 1 client: say so in terms it reads (it ignores
+			// the checksum field).
+			if old, err2 := protocol.DecodeUnverified(b); err2 == nil && old.Type == protocol.THello {
+				reason := fmt.Sprintf("no common protocol version: client speaks %d..%d, server %d..%d (version 1 has no checksums and is no longer served; upgrade the companion)", old.Proto[0], old.Proto[1], protocol.VersionMin, protocol.VersionMax)
+				c.sendMsg(&protocol.Message{Type: protocol.TError, Reason: reason})
+				c.refuse(reason)
+				return
+			}
+		}
 		if err != nil {
 			c.sendMsg(&protocol.Message{Type: protocol.TError, Reason: err.Error()})
 			c.refuse(err.Error())
@@ -435,10 +445,29 @@ func (h *Hub) subscribe(c *conn, s protocol.Sub) subOutcome {
 	case s.Seq > head.Seq:
 		// Seq tells the client the head: it drops its records above it
 		// and then follows this server again.
-		c.sendMsg(&protocol.Message{Type: protocol.TReset, Dataset: s.Dataset, Seq: head.Seq, Reason: fmt.Sprintf("client seq %d is ahead of the server's %d", s.Seq, head.Seq)})
+		c.sendMsg(&protocol.Message{Type: protocol.TReset, Code: protocol.ResetAhead, Dataset: s.Dataset, Seq: head.Seq, Reason: fmt.Sprintf("client seq %d is ahead of the server's %d", s.Seq, head.Seq)})
 		h.resets.Add(1)
 		rebase("client ahead of server")
 		return subReset
+	}
+	if s.Chain != "" && s.Base < s.Seq {
+		// The client's records (Base, Seq] must be the server's: a server
+		// restored from a backup may have given those seqs to other
+		// records. Verifiable while the history reaches back to Base;
+		// otherwise the rebase's SHA-256 comparison is what catches it.
+		if hist, ok := h.src.Since(s.Dataset, s.Base); ok {
+			n := 0
+			for n < len(hist) && hist[n].Seq <= s.Seq {
+				n++
+			}
+			if protocol.Chain(s.Snapshot, hist[:n]) != s.Chain {
+				h.resets.Add(1)
+				c.sendMsg(&protocol.Message{Type: protocol.TReset, Code: protocol.ResetDiverged, Dataset: s.Dataset, Seq: s.Base,
+					Reason: fmt.Sprintf("the client's records %d..%d differ from the server's (chain %s, server %s)", s.Base+1, s.Seq, s.Chain, protocol.Chain(s.Snapshot, hist[:n]))})
+				rebase("client diverged from the server's history")
+				return subReset
+			}
+		}
 	}
 	recs, ok := h.src.Since(s.Dataset, s.Seq)
 	if !ok {

@@ -283,14 +283,26 @@ func TestRefusals(t *testing.T) {
 			return ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","proto":[1,`))
 		}, "malformed message"},
 		{"unknown type", func(ws *websocket.Conn) error {
-			return ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"gimme"}`))
+			return ws.WriteMessage(websocket.TextMessage, protocol.SealControl([]byte(`{"type":"gimme"}`)))
 		}, `unknown type "gimme"`},
 		{"bad dataset name", func(ws *websocket.Conn) error {
-			return ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","proto":[1,1],"subs":[{"dataset":"../etc"}]}`))
+			return ws.WriteMessage(websocket.TextMessage, protocol.SealControl([]byte(`{"type":"hello","proto":[2,2],"subs":[{"dataset":"../etc"}]}`)))
 		}, "invalid dataset"},
 		{"unknown protocol versions", func(ws *websocket.Conn) error {
-			return ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","proto":[7,9],"client":"future"}`))
-		}, "no common protocol version: client speaks 7..9, server 1..1"},
+			return ws.WriteMessage(websocket.TextMessage, protocol.SealControl([]byte(`{"type":"hello","proto":[7,9],"client":"future"}`)))
+		}, "no common protocol version: client speaks 7..9, server 2..2"},
+		{"version 1 hello", func(ws *websocket.Conn) error {
+			return ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","proto":[1,1],"client":"old"}`))
+		}, "no common protocol version: client speaks 1..1, server 2..2"},
+		{"damaged message", func(ws *websocket.Conn) error {
+			b := hello().Encode()
+			b[10] ^= 0x20 // "type":"hello" -> "type":"hEllo" or a field name: the checksum catches it first
+			return ws.WriteMessage(websocket.TextMessage, b)
+		}, "frame checksum mismatch"},
+		{"missing checksum", func(ws *websocket.Conn) error {
+			ws.WriteMessage(websocket.TextMessage, hello().Encode())
+			return ws.WriteMessage(websocket.TextMessage, (&protocol.Message{Type: protocol.TPing}).EncodeUnverified())
+		}, "no checksum"},
 		{"not hello first", func(ws *websocket.Conn) error {
 			return ws.WriteMessage(websocket.TextMessage, (&protocol.Message{Type: protocol.TPing}).Encode())
 		}, "first message must be hello"},

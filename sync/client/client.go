@@ -65,6 +65,11 @@ type Sink interface {
 	// no-op. It fails, changing nothing, when through is below what the
 	// local snapshot covers.
 	Truncate(dataset string, through uint64) (int, error)
+	// Pending returns the snapshot in service, the seq it covers through
+	// and the records applied on top of it, in seq order, all of one
+	// state: the client's history chain (protocol.Chain) is computed
+	// over them.
+	Pending(dataset string) (snapshot string, covers uint64, recs []protocol.Record, err error)
 }
 
 // Options for New.
@@ -129,8 +134,14 @@ type Engine struct {
 		ResumedBytesSkipped atomic.Int64 // bytes kept from .partial files at resume
 		Sessions            atomic.Int64 // connections made (a reconnect is one more)
 		ApplyFailures       atomic.Int64 // local applies that failed (each retried later)
+		ChecksumErrors      atomic.Int64 // frames refused for a bad or missing checksum (each ends its connection)
+		Diverged            atomic.Int64 // resets for records that differ from the server's (protocol.ResetDiverged)
 	}
 }
+
+// ErrProtocolVersion: the server does not speak a protocol version this
+// client speaks (a version 1 server, say); the error names both.
+var ErrProtocolVersion = errors.New("no common protocol version with the server")
 
 // Dataset states (DatasetProgress.State).
 const (
@@ -167,8 +178,11 @@ type Progress struct {
 	Online    bool
 	Paused    bool
 	LastError string
-	LastSync  time.Time // last time a delta or snapshot was applied, or the client was confirmed current
-	Datasets  []DatasetProgress
+	// Err is the error LastError shows (nil when online), for
+	// errors.Is: ErrProtocolVersion, protocol.ErrChecksum, ...
+	Err      error
+	LastSync time.Time // last time a delta or snapshot was applied, or the client was confirmed current
+	Datasets []DatasetProgress
 }
 
 // DatasetProgress is one dataset's sync state.
@@ -313,7 +327,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.update(func(p *Progress, ds func(string) *DatasetProgress) {
 			p.Online = false
 			if err != nil {
-				p.LastError = err.Error()
+				p.LastError, p.Err = err.Error(), err
 			}
 			for _, d := range e.dsProg {
 				d.State = "offline"
@@ -521,12 +535,20 @@ func (s *session) writeLoop() {
 	}
 }
 
+// sub is what the client holds of ds, with the chain of its records
+// since its snapshot (so that the server can tell whether it still has
+// the same records under those seqs).
 func (s *session) sub(ds string) protocol.Sub {
 	ep, snap, seq, ok := s.e.sink.State(ds)
 	if !ok {
 		return protocol.Sub{Dataset: ds}
 	}
-	return protocol.Sub{Dataset: ds, Epoch: ep, Snapshot: snap, Seq: seq}
+	sub := protocol.Sub{Dataset: ds, Epoch: ep, Snapshot: snap, Seq: seq}
+	psnap, base, recs, err := s.e.sink.Pending(ds)
+	if err == nil && psnap == snap && len(recs) > 0 && recs[len(recs)-1].Seq == seq {
+		sub.Base, sub.Chain = base, protocol.Chain(snap, recs)
+	}
+	return sub
 }
 
 func (s *session) run() (bool, error) {
@@ -578,6 +600,19 @@ func (s *session) run() (bool, error) {
 			continue
 		}
 		m, err := protocol.DecodeMessage(b)
+		if errors.Is(err, protocol.ErrNoChecksum) && !s.welcomed.Load() {
+			// A version 1 server refusing this client's version: its
+			// error has no checksum. Report it as what it is.
+			if old, err2 := protocol.DecodeUnverified(b); err2 == nil && old.Type == protocol.TError {
+				e.log.Error("the server speaks an older sync protocol; upgrade the server", "reason", old.Reason, "client_versions", fmt.Sprintf("%d..%d", protocol.VersionMin, protocol.VersionMax))
+				return s.live, fmt.Errorf("%w: this client speaks %d..%d; the server says: %s", ErrProtocolVersion, protocol.VersionMin, protocol.VersionMax, old.Reason)
+			}
+		}
+		if errors.Is(err, protocol.ErrChecksum) {
+			e.Stats.ChecksumErrors.Add(1)
+			e.log.Warn("control message damaged in transit (checksum); reconnecting", "err", err)
+			return s.live, err
+		}
 		if err != nil {
 			e.log.Warn("refusing malformed message from server", "err", err)
 			return s.live, err
@@ -587,10 +622,10 @@ func (s *session) run() (bool, error) {
 			s.welcomed.Store(true)
 			if m.Version < protocol.VersionMin || m.Version > protocol.VersionMax {
 				e.log.Warn("refusing welcome: protocol version not spoken here", "version", m.Version, "min", protocol.VersionMin, "max", protocol.VersionMax)
-				return s.live, fmt.Errorf("server chose protocol version %d; this client speaks %d..%d", m.Version, protocol.VersionMin, protocol.VersionMax)
+				return s.live, fmt.Errorf("%w: server chose protocol version %d; this client speaks %d..%d", ErrProtocolVersion, m.Version, protocol.VersionMin, protocol.VersionMax)
 			}
 			s.onHeads(m.Heads)
-			e.update(func(p *Progress, _ func(string) *DatasetProgress) { p.Online = true; p.LastError = "" })
+			e.update(func(p *Progress, _ func(string) *DatasetProgress) { p.Online = true; p.LastError, p.Err = "", nil })
 			// Datasets the server has that we want but did not hold.
 			var more []protocol.Sub
 			for _, h := range m.Heads {
@@ -673,6 +708,13 @@ func (s *session) onHeads(heads []protocol.Head) {
 
 func (s *session) onBinary(b []byte) error {
 	v, err := protocol.DecodeBinary(b)
+	if errors.Is(err, protocol.ErrChecksum) {
+		// Damaged in transit: nothing of it is applied; the next
+		// connection resumes from what the client holds.
+		s.e.Stats.ChecksumErrors.Add(1)
+		s.e.log.Warn("frame damaged in transit (checksum); reconnecting", "err", err)
+		return err
+	}
 	if err != nil {
 		s.e.log.Warn("refusing malformed frame from server", "err", err)
 		return err
@@ -803,6 +845,9 @@ func (s *session) onReset(m *protocol.Message) error {
 		e.log.Warn("server reset", "dataset", ds, "reason", m.Reason, "server_seq", m.Seq)
 		return nil
 	}
+	if m.Code == protocol.ResetDiverged {
+		e.Stats.Diverged.Add(1)
+	}
 	n, err := e.sink.Truncate(ds, m.Seq)
 	if err != nil {
 		// The local snapshot already holds records the server does not
@@ -812,7 +857,7 @@ func (s *session) onReset(m *protocol.Message) error {
 		return fmt.Errorf("reset %s to the server's seq %d: %w", ds, m.Seq, err)
 	}
 	ep, snap, now, _ := e.sink.State(ds)
-	e.log.Warn("server reset: discarded local records the server no longer has", "dataset", ds, "reason", m.Reason, "discarded", n, "local_seq", seq, "server_seq", m.Seq, "seq_now", now)
+	e.log.Warn("server reset: discarded local records the server no longer has", "dataset", ds, "code", m.Code, "reason", m.Reason, "discarded", n, "local_seq", seq, "server_seq", m.Seq, "seq_now", now)
 	s.caughtUp[ds] = false
 	delete(s.snapAnswer, ds)
 	e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {

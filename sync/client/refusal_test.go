@@ -124,23 +124,23 @@ func TestMalformedFromServerKeepsServing(t *testing.T) {
 		logged string // in the client's log
 	}{
 		{"not json", func(ws *websocket.Conn) {
-			ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"welcome","heads":[{"dataset":"st`))
+			ws.WriteMessage(websocket.TextMessage, protocol.SealControl([]byte(`{"type":"welcome","heads":[{"dataset":"st}`)))
 		}, "refusing malformed message from server"},
 		{"unknown type", func(ws *websocket.Conn) {
-			ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"surprise"}`))
+			ws.WriteMessage(websocket.TextMessage, protocol.SealControl([]byte(`{"type":"surprise"}`)))
 		}, `unknown type \"surprise\"`},
 		{"unknown frame kind", func(ws *websocket.Conn) {
-			ws.WriteMessage(websocket.TextMessage, welcome(1))
+			ws.WriteMessage(websocket.TextMessage, welcome(protocol.VersionMax))
 			ws.WriteMessage(websocket.BinaryMessage, []byte{9, 1, 2, 3})
 		}, "refusing malformed frame from server"},
 		{"deltas out of order", func(ws *websocket.Conn) {
-			ws.WriteMessage(websocket.TextMessage, welcome(1))
+			ws.WriteMessage(websocket.TextMessage, welcome(protocol.VersionMax))
 			recs := []protocol.Record{row("T", 1, 1), row("T", 2, 2)}
 			recs[0].Seq, recs[1].Seq = seq+2, seq+1
 			ws.WriteMessage(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: "stocks", Records: recs}))
 		}, "refusing malformed frame from server"},
 		{"oversize frame", func(ws *websocket.Conn) {
-			ws.WriteMessage(websocket.TextMessage, welcome(1))
+			ws.WriteMessage(websocket.TextMessage, welcome(protocol.VersionMax))
 			ws.WriteMessage(websocket.BinaryMessage, append([]byte{protocol.KindChunk}, bytes.Repeat([]byte{0}, protocol.MaxFrame)...))
 		}, "read limit exceeded"},
 		{"unknown protocol version", func(ws *websocket.Conn) {

@@ -3,25 +3,36 @@
 // of binary frames (snapshot file chunks and delta batches). It is shared
 // by sync/client and server/hub and documented in PROTOCOL.md beside it.
 //
+// Version 2 seals every control message and every delta frame with a
+// CRC-32C that the receiver verifies before it acts on anything, and
+// carries a checksum of the history chain in each subscription so that a
+// server restored from a backup, which accepted other records under the
+// seqs a companion already applied, is detected (see Chain).
+//
 // It imports localcache/delta for the record type and its batch codec, so
 // the write-ahead log and the wire share one encoding of a record (a
 // deliberate, documented exception to "protocol -> format only").
 package protocol
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"hash/crc64"
 
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
-// Protocol versions this build speaks.
+// Protocol versions this build speaks. Version 1 (no checksums) is
+// refused with a message naming both ranges.
 const (
-	VersionMin = 1
-	VersionMax = 1
+	VersionMin = 2
+	VersionMax = 2
 )
 
 // Limits both ends enforce.
@@ -64,6 +75,11 @@ type Sub struct {
 	Epoch    uint64 `json:"epoch"`
 	Snapshot string `json:"snapshot,omitempty"` // "" when the client has none
 	Seq      uint64 `json:"seq"`
+	// Base is the covers_through_seq of Snapshot, and Chain the Chain of
+	// the records (Base, Seq] the client applied on top of it ("" when it
+	// holds none). The server compares it with its own history.
+	Base  uint64 `json:"base,omitempty"`
+	Chain string `json:"chain,omitempty"`
 }
 
 // Head is the server's state of one dataset.
@@ -104,6 +120,8 @@ type Message struct {
 	SHA256   string `json:"sha256,omitempty"`
 	Offset   int64  `json:"offset,omitempty"`
 
+	// reset: why, as a ResetCode
+	Code ResetCode `json:"code,omitempty"`
 	// reset, error
 	Reason       string `json:"reason,omitempty"`
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
@@ -116,8 +134,66 @@ var ErrMalformed = errors.New("malformed message")
 // (wrapped together with ErrMalformed).
 var ErrTooManySubs = errors.New("too many subscriptions in one message")
 
-// DecodeMessage parses and validates a control message.
+// ErrChecksum: a frame whose CRC-32C does not match its bytes (damaged in
+// transit), or that carries none (a version 1 peer). Wrapped together
+// with ErrMalformed; nothing of such a frame may be applied.
+var ErrChecksum = errors.New("frame checksum mismatch")
+
+// ErrNoChecksum: a control message without a checksum, as version 1
+// peers send (wraps ErrChecksum). DecodeUnverified reads it, to answer a
+// version 1 hello or report a version 1 server's refusal.
+var ErrNoChecksum = fmt.Errorf("%w: no checksum (protocol version 1?)", ErrChecksum)
+
+// ResetCode says why a server sent reset.
+type ResetCode string
+
+const (
+	// ResetAhead: the client's seq is above the server's head (the server
+	// lost records it had acknowledged).
+	ResetAhead ResetCode = "ahead"
+	// ResetDiverged: the client's chain over its records differs from the
+	// server's over the same seqs (the server was restored from a backup
+	// and accepted other records since).
+	ResetDiverged ResetCode = "diverged"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcField is the checksum's place at the end of a control message:
+// `,"crc":"` + 8 hex digits + `"}`. A JSON decoder that does not know the
+// field (a version 1 peer) ignores it.
+const (
+	crcPrefix = `,"crc":"`
+	crcLen    = len(crcPrefix) + 8 + 2
+)
+
+// DecodeMessage verifies the checksum of a control message, then parses
+// and validates it.
 func DecodeMessage(b []byte) (*Message, error) {
+	if len(b) > MaxControl {
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(b), MaxControl)
+	}
+	n := len(b) - crcLen
+	if n < 1 || !bytes.Equal(b[n:n+len(crcPrefix)], []byte(crcPrefix)) || b[len(b)-1] != '}' || b[len(b)-2] != '"' {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, ErrNoChecksum)
+	}
+	var want [4]byte
+	if _, err := hex.Decode(want[:], b[n+len(crcPrefix):len(b)-2]); err != nil {
+		return nil, fmt.Errorf("%w: %w: %v", ErrMalformed, ErrChecksum, err)
+	}
+	// The checksum covers the message as it was before the field was
+	// added: b[:n] + "}".
+	got := crc32.Update(crc32.Update(0, castagnoli, b[:n]), castagnoli, []byte{'}'})
+	if got != binary.BigEndian.Uint32(want[:]) {
+		return nil, fmt.Errorf("%w: %w: control message", ErrMalformed, ErrChecksum)
+	}
+	return DecodeUnverified(b)
+}
+
+// DecodeUnverified parses and validates a control message without
+// checking its checksum. Only for messages of a version 1 peer, to say
+// why the connection cannot go on; never act on their content.
+func DecodeUnverified(b []byte) (*Message, error) {
 	if len(b) > MaxControl {
 		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(b), MaxControl)
 	}
@@ -169,11 +245,35 @@ func DecodeMessage(b []byte) (*Message, error) {
 	return &m, nil
 }
 
-// Encode marshals a control message.
+// Encode marshals a control message and seals it with its CRC-32C (a
+// last "crc" field).
 func (m *Message) Encode() []byte {
 	b, err := json.Marshal(m)
 	if err != nil {
 		panic(err) // only plain fields: cannot fail
+	}
+	return SealControl(b)
+}
+
+// SealControl adds the checksum field to the JSON object b (which must
+// end with '}'), reusing b's memory. Encode uses it; tests use it to send
+// crafted messages that pass the checksum.
+func SealControl(b []byte) []byte {
+	if len(b) == 0 || b[len(b)-1] != '}' {
+		return b
+	}
+	sum := crc32.Checksum(b, castagnoli)
+	b = append(b[:len(b)-1], crcPrefix...)
+	b = fmt.Appendf(b, "%08x", sum)
+	return append(b, '"', '}')
+}
+
+// EncodeUnverified marshals a control message without a checksum, as a
+// version 1 peer does (tests of the refusal).
+func (m *Message) EncodeUnverified() []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
 	}
 	return b
 }
@@ -207,11 +307,14 @@ type DeltaFrame struct {
 }
 
 // AppendDelta encodes a delta frame: kind, dataset length u8, dataset,
-// then delta.EncodeBatch of the records.
+// delta.EncodeBatch of the records, then the CRC-32C (u32 LE) of
+// everything before it.
 func AppendDelta(dst []byte, d *DeltaFrame) []byte {
+	start := len(dst)
 	dst = append(dst, KindDelta, byte(len(d.Dataset)))
 	dst = append(dst, d.Dataset...)
-	return delta.EncodeBatch(dst, d.Records)
+	dst = delta.EncodeBatch(dst, d.Records)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
 // DecodeBinary parses a binary frame into a *Chunk or a *DeltaFrame. A
@@ -232,9 +335,14 @@ func DecodeBinary(b []byte) (any, error) {
 		}
 		return c, nil
 	case KindDelta:
-		if len(b) < 2 || len(b) < 2+int(b[1]) {
+		if len(b) < 2+4 || len(b) < 2+int(b[1])+4 {
 			return nil, fmt.Errorf("%w: short delta frame", ErrMalformed)
 		}
+		n := len(b) - 4
+		if crc32.Checksum(b[:n], castagnoli) != binary.LittleEndian.Uint32(b[n:]) {
+			return nil, fmt.Errorf("%w: %w: delta frame", ErrMalformed, ErrChecksum)
+		}
+		b = b[:n]
 		name := string(b[2 : 2+int(b[1])])
 		if err := format.ValidDatasetName(name); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -279,3 +387,30 @@ func SplitRecords(recs []delta.Record) [][]delta.Record {
 
 // Record is a delta record as it travels (the same type the store applies).
 type Record = delta.Record
+
+// Chain is the checksum of the history chain a subscription carries: a
+// CRC-64 over the snapshot id the records rest on and then each record in
+// seq order, in delta.EncodeBatch's encoding, 4,096 records per batch (so
+// that both ends, encoding in the same groups, get the same bytes). Two
+// ends with the same snapshot and the same records have the same chain;
+// a server that gave other records the same seqs has another. "" when
+// there are no records.
+func Chain(snapshot string, recs []Record) string {
+	if len(recs) == 0 {
+		return ""
+	}
+	h := crc64.New(crc64Table)
+	h.Write([]byte(snapshot))
+	var buf []byte
+	for len(recs) > 0 {
+		n := min(len(recs), chainGroup)
+		buf = delta.EncodeBatch(buf[:0], recs[:n])
+		h.Write(buf)
+		recs = recs[n:]
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+const chainGroup = 4096
+
+var crc64Table = crc64.MakeTable(crc64.ECMA)

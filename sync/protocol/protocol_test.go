@@ -2,8 +2,11 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/energyscope/energyscope/localcache/delta"
@@ -47,16 +50,84 @@ func TestDecodeRefuses(t *testing.T) {
 		}
 	}
 	for name, s := range map[string]string{
-		"not json":     "{",
+		"not json":     `{"type":}`,
 		"unknown type": `{"type":"launch"}`,
 		"bad proto":    `{"type":"hello","proto":[2,1]}`,
 		"bad dataset":  `{"type":"subscribe","subs":[{"dataset":"../etc"}]}`,
 		"bad fetch":    `{"type":"fetch","dataset":"pet","file":"data.arrow","sha256":"x","offset":0}`,
 		"no manifest":  `{"type":"snapshot","dataset":"pet"}`,
 	} {
-		if _, err := DecodeMessage([]byte(s)); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: accepted (%v)", name, err)
+		_, err := DecodeMessage(SealControl([]byte(s)))
+		if !errors.Is(err, ErrMalformed) || errors.Is(err, ErrChecksum) {
+			t.Errorf("%s: %v, want malformed (past the checksum)", name, err)
 		}
+	}
+}
+
+// TestChecksums: a flipped bit anywhere in a control message or a delta
+// frame is refused with ErrChecksum before anything is decoded; a control
+// message without a checksum (protocol version 1) with ErrNoChecksum, and
+// DecodeUnverified still reads it (to answer a version 1 peer).
+func TestChecksums(t *testing.T) {
+	msg := (&Message{Type: TAck, Dataset: "pet", Seq: 42}).Encode()
+	for i := range msg {
+		b := bytes.Clone(msg)
+		b[i] ^= 0x04
+		if m, err := DecodeMessage(b); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("control message with byte %d flipped decoded as %+v", i, m)
+		}
+	}
+	if m, err := DecodeMessage(msg); err != nil || m.Seq != 42 {
+		t.Fatalf("intact message: %+v %v", m, err)
+	}
+	v1 := (&Message{Type: THello, Proto: []int{1, 1}}).EncodeUnverified()
+	if _, err := DecodeMessage(v1); !errors.Is(err, ErrNoChecksum) || !errors.Is(err, ErrChecksum) {
+		t.Fatalf("version 1 hello: %v, want ErrNoChecksum", err)
+	}
+	if m, err := DecodeUnverified(v1); err != nil || m.Proto[1] != 1 {
+		t.Fatalf("DecodeUnverified of a version 1 hello: %+v %v", m, err)
+	}
+	frame := AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 7, Op: delta.Upsert, SeriesID: "a", Period: 1700000000, Value: 71.5}}})
+	for i := 1; i < len(frame); i++ {
+		b := bytes.Clone(frame)
+		b[i] ^= 0x10
+		if v, err := DecodeBinary(b); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("delta frame with byte %d flipped decoded as %+v", i, v)
+		} else if i >= 2+len("pet") && !errors.Is(err, ErrChecksum) {
+			t.Fatalf("delta frame with byte %d flipped: %v, want ErrChecksum", i, err)
+		}
+	}
+}
+
+// TestChain: equal records on the same snapshot give equal chains; a
+// changed value, series or op, another snapshot, or a missing record
+// give another; "" for no records.
+func TestChain(t *testing.T) {
+	recs := make([]Record, 10000) // more than one group of 4,096
+	for i := range recs {
+		recs[i] = Record{Seq: uint64(i + 1), Op: delta.Upsert, SeriesID: "NG.N3010US3.M", Period: int64(i) * 86400, Value: float64(i)}
+	}
+	base := Chain("e1-s0-abc", recs)
+	if base == "" || Chain("e1-s0-abc", slices.Clone(recs)) != base {
+		t.Fatal("equal records, different chains")
+	}
+	if Chain("e1-s0-abc", nil) != "" {
+		t.Fatal("chain of nothing is not empty")
+	}
+	for name, mut := range map[string]func(r []Record) []Record{
+		"value":    func(r []Record) []Record { r[5000].Value++; return r },
+		"series":   func(r []Record) []Record { r[9999].SeriesID = "X"; return r },
+		"op":       func(r []Record) []Record { r[0].Op = delta.Delete; return r },
+		"shorter":  func(r []Record) []Record { return r[:len(r)-1] },
+		"period":   func(r []Record) []Record { r[4096].Period++; return r },
+		"metadata": func(r []Record) []Record { r[1].Meta = &delta.Meta{Name: "n"}; return r },
+	} {
+		if Chain("e1-s0-abc", mut(slices.Clone(recs))) == base {
+			t.Errorf("%s changed, chain the same", name)
+		}
+	}
+	if Chain("e1-s5-abc", recs) == base {
+		t.Error("another snapshot, chain the same")
 	}
 }
 
@@ -78,12 +149,22 @@ func TestSplitRecords(t *testing.T) {
 }
 
 func FuzzDecodeMessage(f *testing.F) {
-	f.Add([]byte(`{"type":"hello","proto":[1,1],"client":"x","subs":[{"dataset":"pet","epoch":1,"snapshot":"e1-s0-000000000000","seq":3}]}`))
-	f.Add([]byte(`{"type":"fetch","dataset":"pet","file":"data.arrow","sha256":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","offset":4194304}`))
-	f.Add([]byte(`{"type":"catchup_end","dataset":"pet","seq":9}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Add([]byte(`{"type":"hello","proto":[2,2],"client":"x","subs":[{"dataset":"pet","epoch":1,"snapshot":"e1-s0-000000000000","seq":3,"base":1,"chain":"00000000000000ab"}]}`), true)
+	f.Add([]byte(`{"type":"fetch","dataset":"pet","file":"data.arrow","sha256":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","offset":4194304}`), true)
+	f.Add([]byte(`{"type":"catchup_end","dataset":"pet","seq":9}`), false)
+	f.Add([]byte(`{"type":"reset","dataset":"pet","seq":9,"code":"diverged"}`), true)
+	f.Add((&Message{Type: TPing}).Encode(), false)
+	// seal: the input gets a valid checksum, so the fuzzer reaches the
+	// decoder behind it; unsealed inputs exercise the checksum check.
+	f.Fuzz(func(t *testing.T, b []byte, seal bool) {
+		if seal {
+			b = SealControl(bytes.Clone(b))
+		}
 		m, err := DecodeMessage(b)
 		if err != nil {
+			if u, err2 := DecodeUnverified(b); err2 == nil && !errors.Is(err, ErrChecksum) {
+				t.Fatalf("DecodeUnverified accepts a %s that DecodeMessage refuses for %v", u.Type, err)
+			}
 			return
 		}
 		if _, err := DecodeMessage(m.Encode()); err != nil && m.Type != TSnapshot {
@@ -92,10 +173,24 @@ func FuzzDecodeMessage(f *testing.F) {
 	})
 }
 
+// sealDelta replaces the last 4 bytes of a delta frame with its CRC-32C.
+func sealDelta(b []byte) []byte {
+	if len(b) < 5 || b[0] != KindDelta {
+		return b
+	}
+	n := len(b) - 4
+	binary.LittleEndian.PutUint32(b[n:], crc32.Checksum(b[:n], castagnoli))
+	return b
+}
+
 func FuzzDecodeBinary(f *testing.F) {
-	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: delta.Upsert, SeriesID: "a", Value: 1}}}))
-	f.Add(AppendChunk(nil, &Chunk{Offset: 3, Data: []byte("xyz")}))
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: delta.Upsert, SeriesID: "a", Value: 1}}}), false)
+	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: delta.Upsert, SeriesID: "a", Value: 1}, {Seq: 2, Op: delta.Delete, SeriesID: "b"}}}), true)
+	f.Add(AppendChunk(nil, &Chunk{Offset: 3, Data: []byte("xyz")}), false)
+	f.Fuzz(func(t *testing.T, b []byte, seal bool) {
+		if seal {
+			b = sealDelta(bytes.Clone(b))
+		}
 		v, err := DecodeBinary(b)
 		if err != nil {
 			return
