@@ -218,3 +218,70 @@ func TestCLIExportIDs(t *testing.T) {
 		t.Fatalf("es export msft ibm: %s", out)
 	}
 }
+
+// TestCLIGetOptions: es get takes ES.Get's options and several series, and
+// gives ES.Get's rows.
+func TestCLIGetOptions(t *testing.T) {
+	home := stocksHome(t)
+	st, err := localcache.Open(home, &localcache.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng := &functions.Engine{Src: wiring.Source{Store: st}, Now: func() time.Time { return cliNow }}
+	for _, c := range [][]string{
+		{"MSFT", "2000-02", "2000-04", "chg=diff"},
+		{"MSFT", "2000-02", "2000-04", "chg=pct"},
+		{"MSFT", "2001", "2001", "yoy=pct", "ma=3"},
+		{"MSFT,IBM", "2000-01", "2000-06", "rebase=100"},
+		{"MSFT,IBM", "2005", "2006", "per=Q;agg=avg", "scale=2"},
+		{"MSFT,GOOG", "2004-06", "2004-09", "fill=zero"},
+		{"MSFT,GOOG", "2004-06", "2004-09"},
+		{"msft", "2000-01-31", "2000-02-04", "days=weekdays", "fill=prev"},
+		{"MSFT", "-1Y", "per=Q", "last=2"},
+	} {
+		t.Run(strings.Join(c, " "), func(t *testing.T) {
+			code, out, errs := esAt(t, append([]string{"get", "--home", home}, c...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			args := make([]any, len(c))
+			for i, a := range c {
+				args[i] = a
+			}
+			r := eng.Call("ES.Get", args)
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if len(lines)-1 != len(r.Value) || len(r.Value) == 0 {
+				t.Fatalf("es get %d rows, ES.Get %d:\n%s", len(lines)-1, len(r.Value), out)
+			}
+			for i, row := range r.Value {
+				cells := strings.Split(lines[i+1], ",")
+				d, err := time.Parse("2006-01-02", cells[0])
+				if err != nil || functions.ExcelSerial(d.Unix()) != row[0] {
+					t.Fatalf("row %d: %q, ES.Get date %v", i, lines[i+1], row[0])
+				}
+				for j, x := range row[1:] {
+					want := ""
+					if f, ok := x.(float64); ok {
+						want = strconv.FormatFloat(f, 'g', -1, 64)
+					}
+					if cells[j+1] != want {
+						t.Fatalf("row %d column %d: %q, ES.Get %v", i, j, cells[j+1], x)
+					}
+				}
+			}
+		})
+	}
+	if got := mustES(t, "get", "--home", home, "MSFT,IBM", "2000-01", "2000-01"); got != "period,MSFT,IBM\n2000-01-01,39.81,100.52\n" {
+		t.Fatalf("two series:\n%s", got)
+	}
+	if code, _, errs := es(t, "get", "--home", home, "MSFT", "chg=ratio"); code != 2 || !strings.Contains(errs, "option chg=ratio: want diff, pct or log") {
+		t.Fatalf("bad option: exit %d, %q", code, errs)
+	}
+	if code, _, errs := es(t, "get", "--home", home, "MSFT,NOPE", "per=A"); code != 1 || !strings.Contains(errs, `series "NOPE" not found`) {
+		t.Fatalf("unknown in a list: exit %d, %q", code, errs)
+	}
+}

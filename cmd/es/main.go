@@ -83,7 +83,7 @@ func commands() []command {
 	return []command{
 		{"gen", "--out FILE [--series N --rows M --seed S --intraday]", "generate a synthetic energy dataset (.csv or .parquet)", runGen},
 		{"cook", "--dataset NAME --in FILE [--in FILE ...] [mapping flags]", "cook source files into a dataset snapshot", runCook},
-		{"get", "[--dataset NAME] SERIES [FROM [TO]]", "print a series as CSV period,value", runGet},
+		{"get", "[--dataset NAME] SERIES[,SERIES...] [FROM [TO]] [key=value ...]", "print a series as CSV period,value (ES.Get's dates and options: per=M chg=pct days=weekdays ...)", runGet},
 		{"info", "SERIES", "print a series' metadata as JSON", runInfo},
 		{"search", "QUERY [--limit N]", "find series by id or name", runSearch},
 		{"put", "--dataset NAME [--delete] FILE", "apply CSV rows as live updates (durable on return)", runPut},

@@ -87,8 +87,9 @@ func runGet(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	pos, optArgs := splitOptionArgs(pos)
 	if len(pos) < 1 || len(pos) > 3 {
-		return usagef("want SERIES [FROM [TO]]")
+		return usagef("want SERIES [FROM [TO]] [key=value ...]")
 	}
 	pos = append(pos, "", "")
 	from, to, err := parseRange(e, pos[1], pos[2], "FROM", "TO")
@@ -104,6 +105,9 @@ func runGet(e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
+	if len(optArgs) > 0 || strings.Contains(pos[0], ",") {
+		return getFrame(e, st, pos[0], dataset, from, to, optArgs)
+	}
 	res, err := getResolved(st, ref, from, to)
 	if err != nil {
 		return err
