@@ -3,11 +3,13 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -18,55 +20,133 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 	"github.com/energyscope/energyscope/server/cook"
 )
 
-// Request limits.
-const (
-	maxIngestBody = 256 << 20
-	maxUploadBody = 8 << 30
-)
-
-// Handler returns the server's HTTP API.
+// Handler returns the server's HTTP API. Every route runs behind panic
+// recovery (a panic answers 500 and is logged with the request; the server
+// keeps serving), sets its deadlines (route) and checks the token before it
+// reads a body.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
-	mux.Handle("GET /v1/sync", s.auth(ScopeRead, s.hub))
-	mux.Handle("GET /v1/datasets", s.auth(ScopeRead, http.HandlerFunc(s.handleDatasets)))
-	mux.Handle("POST /v1/datasets/{name}/rows", s.auth(ScopeWrite, http.HandlerFunc(s.handleRows)))
-	mux.Handle("POST /v1/datasets/{name}/compact", s.auth(ScopeWrite, http.HandlerFunc(s.handleCompact)))
-	mux.Handle("PUT /v1/datasets/{name}", s.auth(ScopeWrite, http.HandlerFunc(s.handleReplace)))
-	mux.Handle("GET /v1/series/{id}", s.auth(ScopeRead, http.HandlerFunc(s.handleSeries)))
-	mux.Handle("GET /v1/files/{name}/{sha}", s.auth(ScopeRead, http.HandlerFunc(s.handleFile)))
-	return mux
+	mux.Handle("GET /healthz", s.route(routePlain, "", http.HandlerFunc(s.handleHealth)))
+	if !s.opts.SeparateMetrics {
+		mux.Handle("GET /metrics", s.route(routePlain, "", s.MetricsHandler()))
+	}
+	mux.Handle("GET /v1/sync", s.route(routeStream, ScopeRead, s.hub))
+	mux.Handle("GET /v1/datasets", s.route(routePlain, ScopeRead, http.HandlerFunc(s.handleDatasets)))
+	mux.Handle("POST /v1/datasets/{name}/rows", s.route(routeBody, ScopeWrite, http.HandlerFunc(s.handleRows)))
+	mux.Handle("POST /v1/datasets/{name}/compact", s.route(routePlain, ScopeWrite, http.HandlerFunc(s.handleCompact)))
+	mux.Handle("PUT /v1/datasets/{name}", s.route(routeBody, ScopeWrite, http.HandlerFunc(s.handleReplace)))
+	mux.Handle("GET /v1/series/{id}", s.route(routePlain, ScopeRead, http.HandlerFunc(s.handleSeries)))
+	mux.Handle("GET /v1/files/{name}/{sha}", s.route(routeStream, ScopeRead, http.HandlerFunc(s.handleFile)))
+	return s.recoverPanics(mux)
 }
 
-// auth checks the bearer token for scope (skipped when no tokens are
-// configured).
-func (s *Server) auth(scope string, h http.Handler) http.Handler {
+// MetricsHandler serves the Prometheus metrics (also on Handler's
+// /metrics unless Options.SeparateMetrics).
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})
+}
+
+// routeKind says which deadlines a route gets.
+type routeKind int
+
+const (
+	routePlain  routeKind = iota // a write deadline (Conn.WriteTimeout)
+	routeBody                    // and a minimum body rate (Conn.BodyGrace, MinBodyRate)
+	routeStream                  // none: websockets and snapshot files live long
+)
+
+// route wraps a handler with its deadlines and, when scope is set, the
+// token check, which runs before any byte of the body is read.
+func (s *Server) route(kind routeKind, scope string, h http.Handler) http.Handler {
+	c := s.opts.Conn
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if t := s.opts.Tokens; t != nil && !t.Empty() {
-			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok {
-				httpError(w, http.StatusUnauthorized, "missing bearer token")
-				return
-			}
-			name, granted := t.Check(tok, scope)
-			if name == "" {
-				httpError(w, http.StatusUnauthorized, "unknown token")
-				return
-			}
-			if !granted {
-				httpError(w, http.StatusForbidden, "token "+name+" lacks the "+scope+" scope")
-				return
-			}
+		rc := http.NewResponseController(w)
+		if kind == routeStream || c.WriteTimeout <= 0 {
+			// A request before this one on the connection may have set one.
+			rc.SetWriteDeadline(time.Time{})
+		} else {
+			rc.SetWriteDeadline(time.Now().Add(c.WriteTimeout))
+		}
+		if scope != "" && !s.authorize(w, r, scope) {
+			return
+		}
+		if kind == routeBody && c.MinBodyRate > 0 && r.Body != nil && r.Body != http.NoBody {
+			r.Body = &bodyReader{ReadCloser: r.Body, rc: rc, start: time.Now(), grace: c.BodyGrace, rate: c.MinBodyRate}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// authorize checks the bearer token for scope. A refused request's
+// connection is closed without reading its body.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string) bool {
+	if s.authOff {
+		markAuthenticated(r)
+		return true
+	}
+	refuse := func(code int, msg string) bool {
+		w.Header().Set("Connection", "close")
+		// Do not let net/http drain the body of a refused request.
+		http.NewResponseController(w).SetReadDeadline(time.Now())
+		httpError(w, code, msg)
+		return false
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return refuse(http.StatusUnauthorized, "missing bearer token")
+	}
+	name, granted := s.opts.Tokens.Check(tok, scope)
+	if name == "" {
+		return refuse(http.StatusUnauthorized, "unknown token")
+	}
+	markAuthenticated(r)
+	if !granted {
+		return refuse(http.StatusForbidden, "token "+name+" lacks the "+scope+" scope")
+	}
+	return true
+}
+
+// recoverPanics answers 500 to a request whose handler panicked and logs
+// the panic with the request; the server goes on serving.
+func (s *Server) recoverPanics(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v) // net/http's way to abort a response; it logs nothing
+			}
+			s.m.panics.Inc()
+			s.log.Error("panic serving a request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			w.Header().Set("Connection", "close")
+			httpError(w, http.StatusInternalServerError, "internal error")
+		}()
+		if s.beforeHandle != nil {
+			s.beforeHandle(r)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// fail answers err with the status statusOf gives it. Internal errors are
+// logged with the request; their message goes out with the home's path
+// replaced by "HOME".
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
+	msg := err.Error()
+	if code == http.StatusInternalServerError {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+		msg = s.scrub(msg)
+	}
+	httpError(w, code, msg)
 }
 
 func httpError(w http.ResponseWriter, code int, msg string) {
@@ -81,12 +161,24 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (s *Server) handleDatasets(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, map[string]any{"datasets": s.Heads()})
+	writeJSON(w, map[string]any{"datasets": s.Heads(), "damaged": s.Damaged()})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	h := s.Health()
+	if !s.authOff {
+		// Dataset names and reasons only for a caller with a read token.
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if name, ok := s.opts.Tokens.Check(tok, ScopeRead); name == "" || !ok {
+			h.Datasets = nil
+		}
+	}
+	writeJSON(w, h)
 }
 
 func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	r.Body = http.MaxBytesReader(w, r.Body, maxIngestBody)
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxIngestBody)
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var recs []delta.Record
 	var err error
@@ -102,18 +194,14 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
+		// A parser fails only on its input, or on reading it (too large,
+		// too slow: statusOf tells those apart).
+		s.fail(w, r, badInput(err))
 		return
 	}
 	first, last, err := s.Ingest(name, recs)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, localcache.ErrNoDataset) {
-			code = http.StatusNotFound
-		} else if errors.Is(err, delta.ErrBadRecord) {
-			code = http.StatusBadRequest
-		}
-		httpError(w, code, err.Error())
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, map[string]any{"dataset": name, "rows": len(recs), "first_seq": first, "last_seq": last})
@@ -122,11 +210,7 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 	m, err := s.Compact(r.PathValue("name"))
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, localcache.ErrNoDataset) {
-			code = http.StatusNotFound
-		}
-		httpError(w, code, err.Error())
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, m)
@@ -138,7 +222,11 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 // unit, source).
 func (s *Server) handleReplace(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	r.Body = http.MaxBytesReader(w, r.Body, maxUploadBody)
+	if err := format.ValidDatasetName(name); err != nil {
+		s.fail(w, r, badInput(err)) // before reading up to 8 GiB
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxUploadBody)
 	q := r.URL.Query()
 	ext := ".csv"
 	switch f := q.Get("format"); {
@@ -147,22 +235,31 @@ func (s *Server) handleReplace(w http.ResponseWriter, r *http.Request) {
 	case f == "arrow" || r.Header.Get("Content-Type") == "application/vnd.apache.arrow.file":
 		ext = ".arrow"
 	}
-	dir, err := os.MkdirTemp(s.opts.Home, ".upload-")
+	dir, err := s.newUploadDir()
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err.Error())
+		s.fail(w, r, err)
 		return
 	}
-	defer os.RemoveAll(dir)
+	defer s.removeUploadDir(dir)
 	path := filepath.Join(dir, "upload"+ext)
 	f, err := os.Create(path)
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err.Error())
+		s.fail(w, r, err)
 		return
 	}
 	_, err = io.Copy(f, r.Body)
-	f.Close()
+	if cerr := f.Close(); err == nil && cerr != nil {
+		s.fail(w, r, fmt.Errorf("upload: %w", cerr))
+		return
+	}
 	if err != nil {
-		httpError(w, http.StatusBadRequest, "upload: "+err.Error())
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) || errors.Is(err, os.ErrDeadlineExceeded) {
+			s.fail(w, r, fmt.Errorf("upload: %w", err))
+		} else {
+			// The client went away or sent a broken body.
+			s.fail(w, r, fmt.Errorf("%w: upload: %w", ErrBadInput, err))
+		}
 		return
 	}
 	o := cook.InputOptions{SeriesCol: q.Get("series_col"), PeriodCol: q.Get("period_col"), ValueCol: q.Get("value_col"),
@@ -170,7 +267,7 @@ func (s *Server) handleReplace(w http.ResponseWriter, r *http.Request) {
 		Unit: q.Get("unit"), Source: q.Get("source")}
 	m, err := s.Replace(name, []string{path}, o)
 	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, m)
@@ -207,11 +304,7 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.store.Get(id, from, to)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, localcache.ErrNotFound) {
-			code = http.StatusNotFound
-		}
-		httpError(w, code, err.Error())
+		s.fail(w, r, err)
 		return
 	}
 	defer res.Release()
@@ -276,7 +369,7 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err.Error())
+		s.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

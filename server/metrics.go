@@ -15,6 +15,9 @@ type metrics struct {
 	compactSeconds prometheus.Histogram
 	acks           prometheus.Counter
 	lookups        prometheus.Counter
+	panics         prometheus.Counter
+	uploadsSwept   prometheus.Counter
+	tokenReloads   prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -25,7 +28,13 @@ func newMetrics(s *Server) *metrics {
 	m.compactSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "es_compaction_seconds", Help: "Compaction duration.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)})
 	m.acks = prometheus.NewCounter(prometheus.CounterOpts{Name: "es_client_acks_total", Help: "Acks received from companions."})
 	m.lookups = prometheus.NewCounter(prometheus.CounterOpts{Name: "es_lookups_total", Help: "Series lookups served over HTTP."})
-	m.reg.MustRegister(m.ingestRows, m.ingestSeconds, m.compactions, m.compactSeconds, m.acks, m.lookups,
+	m.panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "es_http_panics_total", Help: "Requests whose handler panicked (recovered, answered 500)."})
+	m.uploadsSwept = prometheus.NewCounter(prometheus.CounterOpts{Name: "es_uploads_swept_total", Help: "Interrupted upload directories removed."})
+	m.tokenReloads = prometheus.NewCounter(prometheus.CounterOpts{Name: "es_token_reloads_total", Help: "Reloads of the tokens file after a change."})
+	m.reg.MustRegister(m.ingestRows, m.ingestSeconds, m.compactions, m.compactSeconds, m.acks, m.lookups, m.panics, m.uploadsSwept, m.tokenReloads,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "es_unauthenticated_connections", Help: "Open connections not yet authenticated."}, func() float64 { return float64(s.conns.unauthenticated()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "es_unauthenticated_evictions_total", Help: "Unauthenticated connections closed to stay under the cap."}, func() float64 { return float64(s.conns.evicted.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "es_damaged_datasets", Help: "Datasets the server cannot serve or update."}, func() float64 { return float64(len(s.Damaged())) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "es_connections", Help: "Open websocket connections."}, func() float64 { return float64(s.hub.Stats().Connections) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "es_slow_consumer_disconnects_total", Help: "Subscribers cut off for falling behind."}, func() float64 { return float64(s.hub.Stats().SlowConsumerCuts) }),

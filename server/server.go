@@ -10,10 +10,11 @@
 package server
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,67 @@ type Options struct {
 	Keep int
 	// Hub options (queue sizes, ping interval).
 	Hub hub.Options
+
+	// Limits of the HTTP API (zero: the default in parentheses).
+	// MaxIngestBody bounds a POST .../rows body (256 MiB), MaxUploadBody
+	// a PUT source file (8 GiB), MaxBatchBytes the encoded size of one
+	// ingest batch (60 MiB: it must fit one write-ahead log frame).
+	MaxIngestBody int64
+	MaxUploadBody int64
+	MaxBatchBytes int64
+	// Conn bounds connections and the time a request may take (see
+	// ConnOptions and HTTPServer).
+	Conn ConnOptions
+	// SeparateMetrics leaves /metrics out of Handler: serve
+	// MetricsHandler on a listener of its own (es serve --metrics-listen).
+	SeparateMetrics bool
+}
+
+// ConnOptions are the connection limits of HTTPServer. Zero values take
+// the defaults in parentheses; a negative value disables that limit.
+type ConnOptions struct {
+	// ReadHeaderTimeout bounds the time to read a request's headers,
+	// which also bounds how long a new connection may stay silent (10 s).
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle between requests (60 s).
+	IdleTimeout time.Duration
+	// WriteTimeout bounds writing the response of a non-streaming route
+	// (everything but /v1/sync and /v1/files) (60 s).
+	WriteTimeout time.Duration
+	// BodyGrace and MinBodyRate bound reading a request body: after
+	// BodyGrace (30 s) the body must have arrived at MinBodyRate bytes per
+	// second on average (32 KiB/s), else the request is cut with 408.
+	BodyGrace   time.Duration
+	MinBodyRate int64
+	// MaxUnauthConns caps connections that have not yet passed auth
+	// (256): over the cap, the oldest such connection is closed. An
+	// authenticated connection never counts.
+	MaxUnauthConns int
+}
+
+func (c ConnOptions) withDefaults() ConnOptions {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		} else if *v < 0 {
+			*v = 0
+		}
+	}
+	def(&c.ReadHeaderTimeout, 10*time.Second)
+	def(&c.IdleTimeout, 60*time.Second)
+	def(&c.WriteTimeout, 60*time.Second)
+	def(&c.BodyGrace, 30*time.Second)
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = 32 << 10
+	} else if c.MinBodyRate < 0 {
+		c.MinBodyRate = 0
+	}
+	if c.MaxUnauthConns == 0 {
+		c.MaxUnauthConns = 256
+	} else if c.MaxUnauthConns < 0 {
+		c.MaxUnauthConns = 0
+	}
+	return c
 }
 
 // Server is the central server.
@@ -58,11 +120,32 @@ type Server struct {
 	log   *slog.Logger
 	m     *metrics
 
-	mu sync.Mutex // guards ds
+	// authOff: no tokens were configured at New (development on
+	// loopback). Fixed at New: removing the last token later refuses
+	// every request instead of opening the server.
+	authOff bool
+	conns   *connLimiter
+	// beforeHandle, when set (tests), runs first in every request.
+	beforeHandle func(*http.Request)
+
+	mu sync.Mutex // guards ds, broken, names, uploads
 	ds map[string]*dataset
+	// broken: datasets the store serves whose server state (history)
+	// failed to open, with the reason; they take no ingest.
+	broken map[string]string
+	// names serializes creating and replacing datasets by case-folded
+	// name (lockName).
+	names map[string]*nameLock
+	// uploads are the upload directories in use (never swept).
+	uploads map[string]bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+}
+
+type nameLock struct {
+	mu   sync.Mutex
+	refs int // guarded by Server.mu
 }
 
 // dataset is the server-side state of one dataset beyond the store.
@@ -102,18 +185,38 @@ func New(o Options) (*Server, error) {
 	if o.Hub.Logger == nil {
 		o.Hub.Logger = o.Logger
 	}
+	if o.MaxIngestBody <= 0 {
+		o.MaxIngestBody = 256 << 20
+	}
+	if o.MaxUploadBody <= 0 {
+		o.MaxUploadBody = 8 << 30
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 60 << 20
+	}
+	o.Conn = o.Conn.withDefaults()
 	st, err := localcache.Open(o.Home, &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, store: st, log: o.Logger, ds: map[string]*dataset{}, stop: make(chan struct{})}
+	s := &Server{opts: o, store: st, log: o.Logger, ds: map[string]*dataset{}, broken: map[string]string{},
+		names: map[string]*nameLock{}, uploads: map[string]bool{}, stop: make(chan struct{})}
+	s.authOff = o.Tokens == nil || o.Tokens.Empty()
+	s.conns = newConnLimiter(o.Conn.MaxUnauthConns)
 	s.m = newMetrics(s)
 	o.Hub.OnAck = func(client, ds string, seq uint64) { s.m.acks.Inc() }
 	s.hub = hub.New(s, o.Hub)
+	// The store holds the home's lock: no other process uses the home, so
+	// every upload directory left in it was interrupted.
+	s.sweepUploads()
 	for _, name := range st.DatasetNames() {
 		if _, err := s.openDataset(name); err != nil {
-			st.Close()
-			return nil, err
+			// One dataset's history never takes the others down: it is
+			// reported (Health) and refuses ingest; lookups still serve.
+			s.log.Error("dataset history failed to open; the dataset takes no updates", "dataset", name, "err", err)
+			s.mu.Lock()
+			s.broken[name] = err.Error()
+			s.mu.Unlock()
 		}
 	}
 	s.wg.Add(1)
@@ -280,7 +383,10 @@ func (s *Server) OpenFile(name, sha string) (*os.File, error) {
 // range assigned.
 func (s *Server) Ingest(name string, recs []delta.Record) (first, last uint64, err error) {
 	if len(recs) == 0 {
-		return 0, 0, errors.New("no rows")
+		return 0, 0, fmt.Errorf("%w: no rows", ErrBadInput)
+	}
+	if n := batchBytesBound(recs); n > s.opts.MaxBatchBytes {
+		return 0, 0, fmt.Errorf("%w: a batch of %d rows may take %d bytes in the write-ahead log, over the %d-byte limit: send it in smaller batches", ErrTooLarge, len(recs), n, s.opts.MaxBatchBytes)
 	}
 	d, err := s.dataset(name)
 	if err != nil {
@@ -419,31 +525,39 @@ func (s *Server) lastSeqOr(name string) uint64 {
 
 // Replace cooks source files into a new epoch of a dataset (creating it if
 // needed) and announces it: subscribers re-download. Sequence numbers keep
-// increasing across epochs.
+// increasing across epochs, also over a dataset the store lost (its
+// CURRENT gone): the new epoch covers every seq its logs ever held, so no
+// record of an earlier epoch is replayed into it.
+//
+// Replacements and creations of one name (case-folded) run one at a time;
+// the input is read before that, concurrently. A new name that differs
+// only by case from an existing dataset is refused (ErrConflict).
 func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*format.Manifest, error) {
 	if err := format.ValidDatasetName(name); err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	b := cook.NewBuilder()
 	for _, f := range files {
 		if _, err := b.AddFile(f, o); err != nil {
-			return nil, err
+			return nil, badInput(err)
 		}
+	}
+	unlock := s.lockName(name)
+	defer unlock()
+	if err := s.checkNameFree(name); err != nil {
+		return nil, err
 	}
 	d, _ := s.dataset(name)
 	if d != nil {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 	}
-	epoch, covers := uint64(1), uint64(0)
-	if head, _, ok := s.Head(name); ok {
-		epoch, covers = head.Epoch+1, head.Seq
-	}
-	tmp, err := os.MkdirTemp(s.opts.Home, ".upload-")
+	epoch, covers := s.nextEpoch(name)
+	tmp, err := s.newUploadDir()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer s.removeUploadDir(tmp)
 	m, _, err := format.Write(filepath.Join(tmp, "snap"), b.Table(), format.WriteOptions{Dataset: name, Epoch: epoch, CoversThroughSeq: covers})
 	if err != nil {
 		return nil, err
@@ -455,15 +569,212 @@ func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*for
 		if d, err = s.openDataset(name); err != nil {
 			return nil, err
 		}
-	} else {
-		d.hmu.Lock()
-		d.hist, d.histFrom = nil, covers
-		d.hmu.Unlock()
-		s.refreshFilesLocked(d)
+		s.mu.Lock()
+		delete(s.broken, name)
+		s.mu.Unlock()
+		d.mu.Lock()
+		defer d.mu.Unlock()
 	}
+	s.resetHistoryLocked(d, covers)
+	s.refreshFilesLocked(d)
 	s.hub.Announce(name, m, "replaced")
 	s.log.Info("replaced dataset", "dataset", name, "epoch", epoch, "snapshot", m.SnapshotID, "rows", m.Rows)
 	return m, nil
+}
+
+// resetHistoryLocked forgets the history at or below covers (an earlier
+// epoch's records: no subscriber of the new epoch asks for them), in
+// memory and on disk. d.mu is held.
+func (s *Server) resetHistoryLocked(d *dataset, covers uint64) {
+	d.hmu.Lock()
+	i := sort.Search(len(d.hist), func(i int) bool { return d.hist[i].Seq > covers })
+	d.hist, d.histFrom = slices.Clone(d.hist[i:]), covers
+	d.hmu.Unlock()
+	next := covers + 1
+	if n := len(d.hist); n > 0 {
+		next = d.hist[n-1].Seq + 1
+	}
+	if err := d.histLog.Rotate(next); err != nil {
+		s.log.Warn("rotate history", "dataset", d.name, "err", err)
+		return
+	}
+	if err := d.histLog.DropThrough(covers); err != nil {
+		s.log.Warn("trim history", "dataset", d.name, "err", err)
+	}
+}
+
+// nextEpoch returns the epoch and covers_through_seq of a replacement of
+// name: one epoch above and the head seq of the dataset in service; for a
+// dataset the store does not serve (new, or its CURRENT lost), one above
+// every epoch and at or above every seq left in its directory and logs.
+func (s *Server) nextEpoch(name string) (epoch, covers uint64) {
+	if head, _, ok := s.Head(name); ok {
+		return head.Epoch + 1, head.Seq
+	}
+	return NextEpoch(s.store, name)
+}
+
+// NextEpoch returns the epoch and covers_through_seq for a full
+// replacement of dataset name in st's home (es cook, or the server for a
+// dataset it does not serve): one above the epoch and at the seq in
+// service, or, for a dataset the store does not serve (new, or its
+// CURRENT lost), one above every epoch and at or above every seq left in
+// its directory, its write-ahead log and the server's history of it.
+func NextEpoch(st *localcache.Store, name string) (epoch, covers uint64) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if e, _, seq, err := st.State(name); err == nil {
+		return e + 1, seq
+	}
+	dsDir := st.DatasetDir(name)
+	root := filepath.Join(dsDir, format.SnapshotsDir)
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if m, err := format.ReadManifest(filepath.Join(root, e.Name())); err == nil {
+			epoch, covers = max(epoch, m.Epoch), max(covers, m.CoversThroughSeq)
+		}
+	}
+	for _, dir := range []string{filepath.Join(dsDir, localcache.WALDir), filepath.Join(st.Home(), HistoryDir, name)} {
+		covers = max(covers, lastLoggedSeq(dir, log))
+	}
+	return epoch + 1, covers
+}
+
+// lastLoggedSeq is the highest seq in the write-ahead log in dir (0 if
+// none or unreadable). The log is not open elsewhere: its dataset is not
+// served.
+func lastLoggedSeq(dir string, log *slog.Logger) uint64 {
+	if _, err := os.Stat(dir); err != nil {
+		return 0
+	}
+	w, recs, err := delta.OpenWAL(dir, true, 0, log)
+	if err != nil {
+		log.Warn("read an orphaned log for its last seq", "dir", dir, "err", err)
+		return 0
+	}
+	w.Close()
+	var last uint64
+	for _, r := range recs {
+		last = max(last, r.Seq)
+	}
+	return last
+}
+
+// lockName serializes creations and replacements of a dataset name,
+// case-folded (so "A" and "a" wait for each other). It returns the unlock.
+func (s *Server) lockName(name string) func() {
+	key := strings.ToLower(name)
+	s.mu.Lock()
+	l := s.names[key]
+	if l == nil {
+		l = &nameLock{}
+		s.names[key] = l
+	}
+	l.refs++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(s.names, key)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// replacing reports whether a creation or replacement of name is running.
+func (s *Server) replacing(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.names[strings.ToLower(name)] != nil
+}
+
+// checkNameFree refuses a name that differs only by case from a dataset
+// of the home (served or not): Windows and macOS companions hold datasets
+// in directories of a case-insensitive file system.
+func (s *Server) checkNameFree(name string) error { return CheckNameFree(s.opts.Home, name) }
+
+// CheckNameFree refuses (ErrConflict) a dataset name that differs only by
+// case from a dataset directory of home.
+func CheckNameFree(home, name string) error {
+	ents, _ := os.ReadDir(filepath.Join(home, localcache.DatasetsDir))
+	for _, e := range ents {
+		if e.Name() != name && strings.EqualFold(e.Name(), name) {
+			return fmt.Errorf("%w: dataset %q exists; names that differ only by case cannot live side by side on Windows and macOS", ErrConflict, e.Name())
+		}
+	}
+	return nil
+}
+
+// uploadPrefix starts the name of an upload directory in the home.
+const uploadPrefix = ".upload-"
+
+// newUploadDir makes a directory for one upload, registered as in use
+// until removeUploadDir.
+func (s *Server) newUploadDir() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, err := os.MkdirTemp(s.opts.Home, uploadPrefix)
+	if err != nil {
+		return "", err
+	}
+	s.uploads[dir] = true
+	return dir, nil
+}
+
+func (s *Server) removeUploadDir(dir string) {
+	if err := os.RemoveAll(dir); err != nil {
+		s.log.Warn("remove upload directory", "dir", dir, "err", err)
+	}
+	s.mu.Lock()
+	delete(s.uploads, dir)
+	s.mu.Unlock()
+}
+
+// sweepUploads removes upload directories of the home that no request
+// uses: left by a crash or a kill (they can be as large as MaxUploadBody).
+// The server holds the home's lock, so no other process has uploads here.
+func (s *Server) sweepUploads() {
+	ents, err := os.ReadDir(s.opts.Home)
+	if err != nil {
+		return
+	}
+	var stale []string
+	s.mu.Lock()
+	for _, e := range ents {
+		// An upload made after the listing has a name not listed.
+		dir := filepath.Join(s.opts.Home, e.Name())
+		if strings.HasPrefix(e.Name(), uploadPrefix) && !s.uploads[dir] {
+			stale = append(stale, dir)
+		}
+	}
+	s.mu.Unlock()
+	for _, dir := range stale {
+		if err := os.RemoveAll(dir); err != nil {
+			s.log.Warn("remove an interrupted upload", "dir", dir, "err", err)
+			continue
+		}
+		s.m.uploadsSwept.Inc()
+		s.log.Warn("removed an interrupted upload", "dir", dir)
+	}
+}
+
+// batchBytesBound is an upper bound of the size of recs in a write-ahead
+// log frame (every varint counted at its widest).
+func batchBytesBound(recs []delta.Record) int64 {
+	const varint = binary.MaxVarintLen64
+	n := int64(varint)
+	for i := range recs {
+		r := &recs[i]
+		n += 3*varint + 1 + 8 + int64(len(r.SeriesID)) + 1
+		if m := r.Meta; m != nil {
+			n += 4*varint + int64(len(m.Name)+len(m.Unit)+len(m.Source)+len(m.Frequency))
+		}
+	}
+	return n
 }
 
 // background runs the heartbeat and the time-of-day compaction.
@@ -471,11 +782,19 @@ func (s *Server) background() {
 	defer s.wg.Done()
 	hb := time.NewTicker(5 * time.Second)
 	defer hb.Stop()
+	tok := time.NewTicker(tokenPoll)
+	defer tok.Stop()
+	sweep := time.NewTicker(10 * time.Minute)
+	defer sweep.Stop()
 	lastDay := ""
 	for {
 		select {
 		case <-s.stop:
 			return
+		case <-tok.C:
+			s.reloadTokens()
+		case <-sweep.C:
+			s.sweepUploads()
 		case <-hb.C:
 			s.hub.Heartbeat()
 			if at := s.opts.CompactAt; at != "" {

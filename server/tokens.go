@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,30 +37,93 @@ type Token struct {
 }
 
 // Tokens is the tokens file. Tokens are compared in constant time.
+//
+// A running server sees changes made by other processes (es token add,
+// es token rm): it calls ReloadIfChanged about every tokenPoll, so a
+// removed token is refused, and an added one accepted, within a second.
 type Tokens struct {
 	path string
-	mu   sync.RWMutex // guards list
+	mu   sync.RWMutex // guards list and seen
 	list []Token
+	seen os.FileInfo // the file as last loaded (nil: missing)
 }
+
+// tokenPoll is how often a server checks its tokens file for changes.
+const tokenPoll = 500 * time.Millisecond
 
 // LoadTokens reads a tokens file; a missing file is an empty set.
 func LoadTokens(path string) (*Tokens, error) {
 	t := &Tokens{path: path}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return t, nil
-	} else if err != nil {
+	list, fi, err := readTokens(path)
+	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, &t.list); err != nil {
-		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+	t.list, t.seen = list, fi
+	return t, nil
+}
+
+// readTokens reads and checks a tokens file (missing: none, fi nil).
+func readTokens(path string) (list []Token, fi os.FileInfo, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	} else if err != nil {
+		return nil, nil, err
 	}
-	for _, tk := range t.list {
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, nil, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	for _, tk := range list {
 		if len(tk.SHA256) != 64 || (tk.Scope != ScopeRead && tk.Scope != ScopeWrite) {
-			return nil, fmt.Errorf("tokens file %s: bad entry %q", path, tk.Name)
+			return nil, nil, fmt.Errorf("tokens file %s: bad entry %q", path, tk.Name)
 		}
 	}
-	return t, nil
+	return list, fi, nil
+}
+
+// ReloadIfChanged re-reads the tokens file if it is another file than
+// the one last loaded, or its size or modification time changed. A file
+// that no longer parses keeps the tokens loaded before and returns the
+// error (es token writes by rename, so only a hand edit gets there); a
+// deleted file leaves no token.
+func (t *Tokens) ReloadIfChanged() (changed bool, err error) {
+	fi, err := os.Stat(t.path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	t.mu.RLock()
+	same := sameFile(t.seen, fi)
+	t.mu.RUnlock()
+	if same {
+		return false, nil
+	}
+	list, fi, rerr := readTokens(t.path)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rerr != nil {
+		t.seen = fi // do not retry (and log) until it changes again
+		if t.seen == nil {
+			t.seen, _ = os.Stat(t.path)
+		}
+		return false, rerr
+	}
+	t.list, t.seen = list, fi
+	return true, nil
+}
+
+func sameFile(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // Add creates a token and returns its plain text (shown once).
@@ -138,5 +202,25 @@ func (t *Tokens) saveLocked() error {
 	if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
 		return err
 	}
-	return fileutil.WriteFile(t.path, append(b, '\n'), 0o600)
+	// By rename (fileutil), so a running server never reads half a file.
+	if err := fileutil.WriteFile(t.path, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	t.seen, _ = os.Stat(t.path)
+	return nil
+}
+
+// reloadTokens picks up changes of the tokens file (background, every
+// tokenPoll).
+func (s *Server) reloadTokens() {
+	if s.authOff {
+		return
+	}
+	changed, err := s.opts.Tokens.ReloadIfChanged()
+	if err != nil {
+		s.log.Error("tokens file changed but cannot be read; keeping the tokens loaded before", "err", err)
+	} else if changed {
+		s.m.tokenReloads.Inc()
+		s.log.Info("tokens reloaded", "tokens", len(s.opts.Tokens.List()))
+	}
 }

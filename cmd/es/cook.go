@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/cook"
 )
 
@@ -104,34 +104,46 @@ func cookDatasetTail(e *env, home, dataset string, ins []string, o cook.InputOpt
 	}
 	bar.finish()
 
-	dsDir := filepath.Join(home, localcache.DatasetsDir, dataset)
-	epoch := uint64(1)
-	if id, err := format.ReadCurrent(dsDir); err == nil {
-		if m, err := format.ReadManifest(filepath.Join(dsDir, format.SnapshotsDir, id)); err == nil {
-			epoch = m.Epoch + 1
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	// The store's writer lock: a cook never races a running server (or
+	// companion) on its home; the server takes new epochs by PUT.
+	st, err := localcache.Open(home, &localcache.Options{CompactRows: -1, CompactBytes: -1})
+	if errors.Is(err, localcache.ErrHomeLocked) {
+		return nil, fmt.Errorf("home %s is in use by a running es serve (or companion): upload to the server with PUT /v1/datasets/%s instead, or stop it first: %w", home, dataset, err)
+	} else if err != nil {
 		return nil, err
 	}
+	defer st.Close()
+	if err := server.CheckNameFree(home, dataset); err != nil {
+		return nil, err
+	}
+	// A new epoch covers every seq the dataset's logs hold: no record of
+	// the epoch before is replayed over the new input.
+	epoch, covers := server.NextEpoch(st, dataset)
+	dsDir := st.DatasetDir(dataset)
 	tmp, err := format.TempSnapshotDir(dsDir)
 	if err != nil {
 		return nil, err
 	}
 	t := b.Table()
 	wbar := newProgress(e.stderr, "cook", int64(t.Len()))
-	m, st, err := format.Write(tmp, t, format.WriteOptions{
-		Dataset:   dataset,
-		Epoch:     epoch,
-		BatchRows: batchRows,
-		Progress:  func(_ string, d, _ int64) { wbar.set(d) },
-		Tail:      tail,
+	m, wst, err := format.Write(tmp, t, format.WriteOptions{
+		Dataset:          dataset,
+		Epoch:            epoch,
+		CoversThroughSeq: covers,
+		BatchRows:        batchRows,
+		Progress:         func(_ string, d, _ int64) { wbar.set(d) },
+		Tail:             tail,
 	})
 	wbar.finish()
 	if err != nil {
+		os.RemoveAll(tmp)
 		return nil, err
 	}
-	if _, err := format.Publish(dsDir, tmp, m); err != nil {
+	// Install moves tmp into place (it is a staging directory of the
+	// dataset), moves CURRENT and drops the log the new epoch covers.
+	if _, err := st.Install(dataset, tmp); err != nil {
+		os.RemoveAll(tmp)
 		return nil, err
 	}
-	return &cookResult{manifest: m, stats: st, skipped: skipped, elapsed: time.Since(start)}, nil
+	return &cookResult{manifest: m, stats: wst, skipped: skipped, elapsed: time.Since(start)}, nil
 }

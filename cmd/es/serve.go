@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -18,17 +19,25 @@ import (
 )
 
 func runServe(e *env, args []string) error {
-	var home, listen, certFile, keyFile, tokensFile, compactAt string
+	var home, listen, metricsListen, certFile, keyFile, tokensFile, compactAt string
 	var noAuth bool
+	var conn server.ConnOptions
 	fs := newFlags(e, "serve", &home)
 	fs.StringVar(&listen, "listen", "127.0.0.1:17800", "address to listen on")
+	fs.StringVar(&metricsListen, "metrics-listen", "", "serve /metrics (unauthenticated) on this address instead of --listen")
 	fs.StringVar(&certFile, "tls-cert", "", "TLS certificate (PEM); with --tls-key serves HTTPS")
 	fs.StringVar(&keyFile, "tls-key", "", "TLS key (PEM)")
-	fs.StringVar(&tokensFile, "tokens", "", "tokens file (default HOME/tokens.json; manage with es token)")
-	fs.BoolVar(&noAuth, "no-auth", false, "serve without tokens (development on loopback only)")
+	fs.StringVar(&tokensFile, "tokens", "", "tokens file (default HOME/tokens.json; manage with es token; changes apply within a second)")
+	fs.BoolVar(&noAuth, "no-auth", false, "serve without tokens (development; only on a loopback address)")
 	compactRows := fs.Int("compact-rows", 1_000_000, "compact a dataset when its delta holds this many rows")
 	fs.StringVar(&compactAt, "compact-at", "", "also compact every dataset daily at this UTC time (HH:MM)")
 	keep := fs.Int("keep", 2, "snapshots kept per dataset (the delta history reaches back to the oldest)")
+	fs.DurationVar(&conn.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time to read a request's headers (also how long a new connection may stay silent)")
+	fs.DurationVar(&conn.IdleTimeout, "idle-timeout", 60*time.Second, "close keep-alive connections idle this long")
+	fs.DurationVar(&conn.WriteTimeout, "write-timeout", 60*time.Second, "time to write a response (not /v1/sync, /v1/files)")
+	fs.DurationVar(&conn.BodyGrace, "body-grace", 30*time.Second, "a request body may arrive at any rate this long, then at --min-body-rate")
+	fs.Int64Var(&conn.MinBodyRate, "min-body-rate", 32<<10, "bytes per second a request body must average after --body-grace")
+	fs.IntVar(&conn.MaxUnauthConns, "max-unauth-conns", 256, "open connections without a passed token check; over it the oldest is closed")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -42,8 +51,14 @@ func runServe(e *env, args []string) error {
 	if tokens.Empty() && !noAuth {
 		return fmt.Errorf("no tokens in %s: create one with 'es token add --home %s --name NAME --scope read|write', or pass --no-auth for local development", tokensFile, home)
 	}
+	if noAuth {
+		if err := checkLoopback(listen); err != nil {
+			return usageError{fmt.Errorf("--no-auth: %w", err)}
+		}
+	}
 	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
-	srv, err := server.New(server.Options{Home: home, Logger: log, Tokens: tokens, CompactRows: *compactRows, CompactAt: compactAt, Keep: *keep})
+	srv, err := server.New(server.Options{Home: home, Logger: log, Tokens: tokens, CompactRows: *compactRows, CompactAt: compactAt, Keep: *keep,
+		Conn: conn, SeparateMetrics: metricsListen != ""})
 	if err != nil {
 		return err
 	}
@@ -52,7 +67,27 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if noAuth {
+		// What was bound, whatever the name resolved to.
+		if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+			ln.Close()
+			return usageError{fmt.Errorf("--no-auth: %s is not a loopback address", ln.Addr())}
+		}
+	}
+	hs := srv.HTTPServer()
+	var ms *http.Server
+	if metricsListen != "" {
+		mln, err := net.Listen("tcp", metricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", srv.MetricsHandler())
+		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, WriteTimeout: time.Minute}
+		go ms.Serve(mln)
+		fmt.Fprintf(e.stdout, "metrics on http://%s/metrics\n", mln.Addr())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -60,6 +95,9 @@ func runServe(e *env, args []string) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Hub().Close()
+		if ms != nil {
+			ms.Shutdown(sctx)
+		}
 		hs.Shutdown(sctx)
 	}()
 	scheme := "http"
@@ -69,14 +107,39 @@ func runServe(e *env, args []string) error {
 	log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "home", home, "datasets", srv.Store().DatasetNames())
 	fmt.Fprintf(e.stdout, "listening on %s://%s\n", scheme, ln.Addr())
 	if certFile != "" {
-		err = hs.ServeTLS(ln, certFile, keyFile)
+		err = hs.ServeTLS(srv.LimitListener(ln), certFile, keyFile)
 	} else {
-		err = hs.Serve(ln)
+		err = hs.Serve(srv.LimitListener(ln))
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
+}
+
+// checkLoopback refuses a listen address that is not loopback only: an
+// empty host, 0.0.0.0 and :: listen on every interface, and a name must
+// resolve to loopback addresses only.
+func checkLoopback(listen string) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return fmt.Errorf("%q listens on every interface; use 127.0.0.1:PORT", listen)
+	}
+	var ips []net.IP
+	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
+		ips = []net.IP{ip}
+	} else if ips, err = net.LookupIP(host); err != nil {
+		return fmt.Errorf("resolve %q: %w", host, err)
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return fmt.Errorf("%q is not a loopback address (%s); serve without tokens only on 127.0.0.1 or ::1", listen, ip)
+		}
+	}
+	return nil
 }
 
 func runToken(e *env, args []string) error {
