@@ -16,9 +16,15 @@ import (
 func TestServeNoAuthLoopbackOnly(t *testing.T) {
 	home := t.TempDir()
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0"} {
-		code, _, errs := es(t, "serve", "--home", home, "--no-auth", "--listen", addr)
-		if code != 2 || !strings.Contains(errs, "--no-auth") {
-			t.Errorf("--no-auth --listen %s: exit %d, %q", addr, code, errs)
+		// A child process: a server that does not refuse serves for ever.
+		p := startES(t, "serve --no-auth "+addr, "serve", "--home", home, "--no-auth", "--listen", addr)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("--no-auth --listen %s: still serving after 30 s; stdout %s", addr, p.stdout.String())
+		}
+		if code := p.cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(p.stderr.String(), "--no-auth") {
+			t.Errorf("--no-auth --listen %s: exit %d, %q", addr, code, p.stderr.String())
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:0", "localhost:0"} {
