@@ -38,6 +38,9 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, localcache.ErrNoDataset), errors.Is(err, localcache.ErrNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, localcache.ErrDamaged):
+		// Until a PUT installs a good snapshot over it.
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -60,15 +60,26 @@ func (s *Server) Health() Health {
 	return h
 }
 
-// Damaged lists the datasets of the home that are not served, or served
-// without the server's history (no updates), with the reason. A dataset
-// directory never disappears silently: one whose CURRENT is gone is
-// listed here until a PUT replaces it.
+// Damaged lists the datasets of the home that are not served (the
+// store's damaged ones, and directories the store does not list at all),
+// or served without the server's history (no updates), with the reason. A
+// dataset directory never disappears silently: one whose CURRENT is gone
+// is listed here until a PUT replaces it.
 func (s *Server) Damaged() []DatasetHealth {
 	out := []DatasetHealth{}
 	served := map[string]bool{}
 	for _, n := range s.store.DatasetNames() {
 		served[n] = true
+	}
+	st, _ := s.store.Status()
+	for _, d := range st {
+		if d.Health != localcache.Healthy {
+			why := "damaged"
+			if d.Err != nil {
+				why = d.Err.Error()
+			}
+			out = append(out, DatasetHealth{Name: d.Name, State: HealthDamaged, Reason: s.scrub(why)})
+		}
 	}
 	s.mu.Lock()
 	for name, why := range s.broken {

@@ -11,6 +11,7 @@ package server
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -210,6 +211,9 @@ func New(o Options) (*Server, error) {
 	// every upload directory left in it was interrupted.
 	s.sweepUploads()
 	for _, name := range st.DatasetNames() {
+		if st.Damaged(name) != nil {
+			continue // reported by Damaged; a PUT heals it
+		}
 		if _, err := s.openDataset(name); err != nil {
 			// One dataset's history never takes the others down: it is
 			// reported (Health) and refuses ingest; lookups still serve.
@@ -307,6 +311,9 @@ func (s *Server) dataset(name string) (*dataset, error) {
 	d := s.ds[name]
 	s.mu.Unlock()
 	if d == nil {
+		if err := s.store.Damaged(name); errors.Is(err, localcache.ErrDamaged) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: %q", localcache.ErrNoDataset, name)
 	}
 	return d, nil
@@ -320,7 +327,9 @@ func (s *Server) Heads() []protocol.Head {
 	}
 	out := make([]protocol.Head, 0, len(st))
 	for _, d := range st {
-		out = append(out, headOf(d))
+		if d.Health == localcache.Healthy {
+			out = append(out, headOf(d))
+		}
 	}
 	return out
 }
@@ -340,7 +349,7 @@ func (s *Server) Head(name string) (protocol.Head, *format.Manifest, bool) {
 		return protocol.Head{}, nil, false
 	}
 	for _, d := range st {
-		if d.Name == name {
+		if d.Name == name && d.Health == localcache.Healthy {
 			m := d.Manifest
 			return headOf(d), &m, true
 		}
