@@ -97,6 +97,15 @@ func (s Sink) Pending(dataset string) (string, uint64, []protocol.Record, error)
 	return s.Store.Pending(dataset)
 }
 
+// Damaged implements client.Sink: only a dataset the store holds and
+// reports damaged counts.
+func (s Sink) Damaged(dataset string) error {
+	if err := s.Store.Damaged(dataset); errors.Is(err, localcache.ErrDamaged) {
+		return err
+	}
+	return nil
+}
+
 // Truncate implements client.Sink.
 func (s Sink) Truncate(dataset string, through uint64) (int, error) {
 	return s.Store.Truncate(dataset, through)

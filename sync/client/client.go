@@ -70,6 +70,10 @@ type Sink interface {
 	// state: the client's history chain (protocol.Chain) is computed
 	// over them.
 	Pending(dataset string) (snapshot string, covers uint64, recs []protocol.Record, err error)
+	// Damaged returns non-nil when the sink holds the dataset but it is
+	// damaged (its files failed a check or a read): the engine then
+	// downloads the server's snapshot again and Installs it over it.
+	Damaged(dataset string) error
 }
 
 // Options for New.
@@ -135,6 +139,7 @@ type Engine struct {
 		Sessions            atomic.Int64 // connections made (a reconnect is one more)
 		ApplyFailures       atomic.Int64 // local applies that failed (each retried later)
 		ChecksumErrors      atomic.Int64 // frames refused for a bad or missing checksum (each ends its connection)
+		Heals               atomic.Int64 // damaged local datasets downloaded again
 		Diverged            atomic.Int64 // resets for records that differ from the server's (protocol.ResetDiverged)
 	}
 }
@@ -392,7 +397,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	e.mu.Lock()
 	e.conn = ws
 	e.mu.Unlock()
-	s := &session{e: e, ws: ws, out: make(chan []byte, 64), done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}}
+	s := &session{e: e, ws: ws, out: make(chan []byte, 64), done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}, healing: map[string]bool{}}
 	defer func() {
 		ws.Close()
 		close(s.done)
@@ -425,10 +430,13 @@ type session struct {
 	// snapAnswer: the state (snapshot@seq) in which the client last
 	// resubscribed after a snapshot it did not need to download.
 	snapAnswer map[string]string
-	heads      map[string]protocol.Head
-	want       func(string) bool
-	buf        []byte // readMessage's
-	verified   bool   // a chunk of a download verified on this connection
+	// healing: datasets the sink reported damaged, whose snapshot this
+	// session asked for again.
+	healing  map[string]bool
+	heads    map[string]protocol.Head
+	want     func(string) bool
+	buf      []byte // readMessage's
+	verified bool   // a chunk of a download verified on this connection
 
 	// For the watchdog: downloads in progress, when one last got a byte
 	// it asked for (or asked), and whether it gave up on this connection.
@@ -626,6 +634,7 @@ func (s *session) run() (bool, error) {
 			}
 			s.onHeads(m.Heads)
 			e.update(func(p *Progress, _ func(string) *DatasetProgress) { p.Online = true; p.LastError, p.Err = "", nil })
+			s.healDamaged(m.Heads)
 			// Datasets the server has that we want but did not hold.
 			var more []protocol.Sub
 			for _, h := range m.Heads {
@@ -637,6 +646,7 @@ func (s *session) run() (bool, error) {
 			s.subscribe(more)
 		case protocol.THeartbeat:
 			s.onHeads(m.Heads)
+			s.healDamaged(m.Heads)
 		case protocol.TSnapshot:
 			if err := s.onSnapshot(m); err != nil {
 				return s.live, err
@@ -677,6 +687,28 @@ func (s *session) run() (bool, error) {
 				return s.live, fmt.Errorf("server busy: %s", m.Reason)
 			}
 		}
+	}
+}
+
+// healDamaged asks the server again for the snapshot of every dataset
+// the sink reports damaged (checked at welcome and at each heartbeat): a
+// subscribe that holds nothing gets a snapshot, which is downloaded and
+// installed over the damaged one. The other datasets carry on.
+func (s *session) healDamaged(heads []protocol.Head) {
+	for _, h := range heads {
+		ds := h.Dataset
+		if !s.want(ds) || s.healing[ds] || s.dl[ds] != nil {
+			continue
+		}
+		err := s.e.sink.Damaged(ds)
+		if err == nil {
+			continue
+		}
+		s.healing[ds] = true
+		s.caughtUp[ds] = false
+		s.e.Stats.Heals.Add(1)
+		s.e.log.Warn("local dataset damaged; downloading it again from the server", "dataset", ds, "err", err)
+		s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: []protocol.Sub{{Dataset: ds}}})
 	}
 }
 
@@ -876,6 +908,9 @@ func (s *session) onSnapshot(m *protocol.Message) error {
 	ds := man.Dataset
 	if !s.want(ds) {
 		return nil
+	}
+	if s.healing[ds] {
+		return s.startDownload(man) // nothing local is trusted
 	}
 	ep, snapID, seq, ok := e.sink.State(ds)
 	if ok && snapID == man.SnapshotID {
@@ -1237,6 +1272,7 @@ func (s *session) finishDownload(d *download) error {
 		return fmt.Errorf("install %s: %w", ds, err)
 	}
 	s.e.log.Info("installed downloaded snapshot", "dataset", ds, "snapshot", d.man.SnapshotID)
+	delete(s.healing, ds)
 	s.markCurrent(ds)
 	s.caughtUp[ds] = false
 	s.send(&protocol.Message{Type: protocol.TSubscribe, Subs: []protocol.Sub{s.sub(ds)}})
