@@ -39,6 +39,7 @@ FUZZ_TARGETS = \
 	./localcache/delta:FuzzDecodeBatch \
 	./localcache/delta:FuzzValidate \
 	./localcache/delta:FuzzScanSegment \
+	./localcache/delta:FuzzOpenWAL \
 	./functions/bridge:FuzzCalcDecode \
 	./functions:FuzzParseDate \
 	./functions:FuzzParseOptions \

@@ -17,8 +17,9 @@ import (
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
-// WAL layout: a directory of segments named <first-seq, 20 digits>.wal.
-// A segment starts with the 8-byte magic "ESWAL\0\0\1" and holds frames:
+// WAL layout (localcache/format/FORMAT.md, "Write-ahead log", is the
+// spec): a directory of segments named <first-seq, 20 digits>.wal. A
+// segment starts with the 8-byte magic "ESWAL\0\0\1" and holds frames:
 //
 //	uint32 payload length | uint32 CRC-32C of payload | payload
 //
@@ -27,6 +28,17 @@ import (
 // varint period, 8 bytes value (IEEE 754 LE), uvarint id length + id,
 // byte hasMeta, and if set four uvarint-length strings (name, unit,
 // source, frequency).
+//
+// Torn tail or corruption: a frame is appended by one write and fsynced
+// before the batch is acknowledged, and the next append waits for that
+// fsync, so a crash can damage only the frame being written: the last
+// one of the last segment. Its damage is a torn tail: the bytes from the
+// damaged frame to the end of the segment hold no intact frame (a prefix
+// of the frame, zeros where the file grew but the data did not reach the
+// disk, or a frame whose checksum fails at the very end). Open cuts a
+// torn tail off. Any other damage (in a segment that is not the last, or
+// followed by an intact frame) is corruption: Open refuses with a
+// *CorruptionError and leaves every byte as it is.
 const (
 	walMagic     = "ESWAL\x00\x00\x01"
 	walExt       = ".wal"
@@ -35,6 +47,28 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is matched (errors.Is) by every *CorruptionError.
+var ErrCorrupt = errors.New("write-ahead log corrupt")
+
+// CorruptionError is damage in the write-ahead log that a crash cannot
+// have made (see the package's WAL layout comment): acknowledged records
+// may be behind it, so the log is not opened and not changed. The store
+// marks the dataset damaged; a companion re-syncs it from its server.
+type CorruptionError struct {
+	Segment string // path of the segment file
+	Offset  int64  // byte offset in the segment of the damaged frame (or header)
+	Err     error  // what is wrong there
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("write-ahead log corrupt: segment %s at offset %d: %v", e.Segment, e.Offset, e.Err)
+}
+
+func (e *CorruptionError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 
 // EncodeBatch appends the payload encoding of batch to dst.
 func EncodeBatch(dst []byte, batch []Record) []byte {
@@ -175,10 +209,14 @@ type WAL struct {
 }
 
 // OpenWAL opens (creating if needed) the log in dir and returns the
-// records of every complete, intact frame in order. A torn or corrupt
-// frame ends the log: it and everything after it are cut off (unless
-// readOnly) and reported through log as a warning, never as an error.
-// Records at or below skipThrough are not returned.
+// records of every frame in order. Records at or below skipThrough are
+// not returned.
+//
+// A torn tail (the last frame of the last segment, damaged by a crash
+// while it was written) is cut off (unless readOnly) and reported through
+// log as a warning. Damage anywhere else returns a *CorruptionError
+// naming the segment and offset; nothing is cut or changed then, so no
+// acknowledged record is dropped and no seq is ever handed out twice.
 func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*WAL, []Record, error) {
 	w := &WAL{dir: dir, readOnly: readOnly}
 	if !readOnly {
@@ -221,8 +259,12 @@ func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*
 		if err != nil {
 			return nil, nil, err
 		}
-		good, batches, why := scanSegment(b)
-		for _, batch := range batches {
+		sc := scanSegment(b)
+		last := i == len(w.segs)-1
+		if sc.damage != nil && (!last || !sc.torn) {
+			return nil, nil, &CorruptionError{Segment: path, Offset: int64(sc.good), Err: sc.damage}
+		}
+		for _, batch := range sc.batches {
 			for _, r := range batch {
 				if r.Seq > lastSeq {
 					lastSeq = r.Seq
@@ -232,23 +274,16 @@ func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*
 				}
 			}
 		}
-		w.size += int64(good)
-		if why == nil {
+		w.size += int64(sc.good)
+		if sc.damage == nil {
 			continue
 		}
-		log.Warn("write-ahead log: cutting off a torn or corrupt tail", "segment", path, "offset", good, "reason", why, "later_segments_dropped", len(w.segs)-i-1)
+		log.Warn("write-ahead log: cutting off a torn tail", "segment", path, "offset", sc.good, "bytes", len(b)-sc.good, "reason", sc.damage)
 		if !readOnly {
-			if err := os.Truncate(path, int64(good)); err != nil {
+			if err := os.Truncate(path, int64(sc.good)); err != nil {
 				return nil, nil, fmt.Errorf("truncate torn wal tail: %w", err)
 			}
-			for _, later := range w.segs[i+1:] {
-				if err := os.Remove(w.segPath(later)); err != nil {
-					return nil, nil, err
-				}
-			}
 		}
-		w.segs = w.segs[:i+1]
-		break
 	}
 	if readOnly {
 		return w, recs, nil
@@ -291,9 +326,29 @@ func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*
 	return w, recs, nil
 }
 
-// scanSegment returns the length of the intact prefix of a segment, the
+// segScan is what scanSegment found in one segment.
+type segScan struct {
+	good    int        // end of the last intact frame (0 when the header is bad)
+	batches [][]Record // the batches of the intact frames
+	damage  error      // why the scan stopped before the end; nil at a clean end
+	torn    bool       // damage is a torn tail: no intact frame starts after good
+}
+
+// scanSegment reads the frames of a segment up to the first damaged one
+// and classifies the damage (torn tail or not; whether that is allowed
+// depends on the segment being the last, which the caller knows).
+func scanSegment(b []byte) segScan {
+	var sc segScan
+	sc.good, sc.batches, sc.damage = scanFrames(b)
+	if sc.damage != nil {
+		sc.torn = !intactFrameAfter(b, sc.good)
+	}
+	return sc
+}
+
+// scanFrames returns the length of the intact prefix of a segment, the
 // batches in it, and why it stopped early (nil at a clean end).
-func scanSegment(b []byte) (good int, batches [][]Record, why error) {
+func scanFrames(b []byte) (good int, batches [][]Record, why error) {
 	if len(b) < len(walMagic) {
 		if len(b) == 0 {
 			return 0, nil, errors.New("empty segment")
@@ -305,26 +360,79 @@ func scanSegment(b []byte) (good int, batches [][]Record, why error) {
 	}
 	off := len(walMagic)
 	for off < len(b) {
-		if len(b)-off < frameHeader {
-			return off, batches, fmt.Errorf("torn frame header at %d", off)
-		}
-		n := binary.LittleEndian.Uint32(b[off:])
-		crc := binary.LittleEndian.Uint32(b[off+4:])
-		if n > maxFrameSize || int(n) > len(b)-off-frameHeader {
-			return off, batches, fmt.Errorf("torn frame at %d (length %d)", off, n)
-		}
-		p := b[off+frameHeader : off+frameHeader+int(n)]
-		if crc32.Checksum(p, castagnoli) != crc {
-			return off, batches, fmt.Errorf("frame checksum mismatch at %d", off)
-		}
-		batch, err := DecodeBatch(p)
+		batch, n, err := readFrame(b[off:])
 		if err != nil {
-			return off, batches, fmt.Errorf("frame at %d: %w", off, err)
+			return off, batches, err
 		}
 		batches = append(batches, batch)
-		off += frameHeader + int(n)
+		off += n
 	}
 	return off, batches, nil
+}
+
+// readFrame decodes the frame at the start of b and returns its batch
+// and its length (header included).
+func readFrame(b []byte) ([]Record, int, error) {
+	if len(b) < frameHeader {
+		return nil, 0, fmt.Errorf("frame header cut short (%d of %d bytes)", len(b), frameHeader)
+	}
+	n := binary.LittleEndian.Uint32(b)
+	crc := binary.LittleEndian.Uint32(b[4:])
+	if n > maxFrameSize {
+		return nil, 0, fmt.Errorf("frame length %d exceeds the %d-byte limit", n, maxFrameSize)
+	}
+	if int(n) > len(b)-frameHeader {
+		return nil, 0, fmt.Errorf("frame length %d runs past the end of the segment (%d bytes left)", n, len(b)-frameHeader)
+	}
+	p := b[frameHeader : frameHeader+int(n)]
+	if crc32.Checksum(p, castagnoli) != crc {
+		return nil, 0, errors.New("frame checksum mismatch")
+	}
+	batch, err := DecodeBatch(p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("frame payload: %w", err)
+	}
+	return batch, frameHeader + int(n), nil
+}
+
+// minRecord is the fewest bytes a record takes in a payload: seq, op,
+// period, value, id length, hasMeta.
+const minRecord = 1 + 1 + 1 + 8 + 1 + 1
+
+// intactFrameAfter reports whether an intact frame (length within the
+// segment, checksum right, payload decoding to at least one record)
+// starts at any offset after from. A torn tail holds none: it is part of
+// one frame, whose own header is at from. Finding one means the damage
+// at from has intact data after it, which a crash cannot produce.
+//
+// The search looks at every offset, so it is bounded: payloads are
+// checksummed only when their record count is plausible for their
+// length, and after checksumming more than a budget of bytes (an
+// adversarial tail) it gives up and answers true, which refuses the
+// open rather than cut what it could not classify.
+func intactFrameAfter(b []byte, from int) bool {
+	budget := 64<<20 + 16*(len(b)-from)
+	for p := from + 1; p+frameHeader < len(b); p++ {
+		n := int(binary.LittleEndian.Uint32(b[p:]))
+		if n == 0 || n > maxFrameSize || n > len(b)-p-frameHeader {
+			continue
+		}
+		payload := b[p+frameHeader : p+frameHeader+n]
+		count, k := binary.Uvarint(payload)
+		if k <= 0 || count == 0 || count > uint64(n/minRecord) {
+			continue
+		}
+		if budget -= n; budget < 0 {
+			return true
+		}
+		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[p+4:]) {
+			continue
+		}
+		if _, err := DecodeBatch(payload); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *WAL) segPath(first uint64) string {
@@ -636,4 +744,76 @@ func appendFrames(dst []byte, recs []Record) ([]byte, error) {
 		recs = recs[n:]
 	}
 	return dst, nil
+}
+
+// WALCheck is what VerifyWAL found in a log.
+type WALCheck struct {
+	Segments int
+	Frames   int
+	Records  int
+	FirstSeq uint64 // 0 when the log holds no record
+	LastSeq  uint64
+	// TornTail is the length of a torn tail at the end of the last
+	// segment (the next writable open cuts it; a writer may be appending
+	// it right now). It is not an error.
+	TornTail int64
+}
+
+// VerifyWAL reads every frame of the log in dir without changing it:
+// the magic of each segment, each frame's length and CRC, that each
+// payload decodes, and that seqs strictly increase across the whole log.
+// Damage other than a torn tail, and a seq that does not increase, return
+// a *CorruptionError naming segment and offset. A missing directory is an
+// empty log.
+func VerifyWAL(dir string) (WALCheck, error) {
+	var c WALCheck
+	if replacing(dir) {
+		dir += replaceNew // between Replace's two renames: the new log is complete
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	} else if err != nil {
+		return c, err
+	}
+	var segs []string
+	for _, e := range ents {
+		name := e.Name()
+		if _, err := strconv.ParseUint(strings.TrimSuffix(name, walExt), 10, 64); err == nil && strings.HasSuffix(name, walExt) {
+			segs = append(segs, name)
+		}
+	}
+	slices.Sort(segs) // 20 digits: lexical order is numeric order
+	for i, name := range segs {
+		path := filepath.Join(dir, name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, err
+		}
+		c.Segments++
+		sc := scanSegment(b)
+		if sc.damage != nil && (i < len(segs)-1 || !sc.torn) {
+			return c, &CorruptionError{Segment: path, Offset: int64(sc.good), Err: sc.damage}
+		}
+		if sc.damage != nil {
+			c.TornTail = int64(len(b) - sc.good)
+		}
+		off := len(walMagic)
+		for _, batch := range sc.batches {
+			for _, r := range batch {
+				if c.Records > 0 && r.Seq <= c.LastSeq {
+					return c, &CorruptionError{Segment: path, Offset: int64(off),
+						Err: fmt.Errorf("seq %d follows seq %d: seqs must strictly increase", r.Seq, c.LastSeq)}
+				}
+				if c.Records == 0 {
+					c.FirstSeq = r.Seq
+				}
+				c.LastSeq = r.Seq
+				c.Records++
+			}
+			c.Frames++
+			off += frameHeader + int(binary.LittleEndian.Uint32(b[off:])) // an intact frame's length
+		}
+	}
+	return c, nil
 }
