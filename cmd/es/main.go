@@ -91,7 +91,7 @@ func commands() []command {
 		{"serve", "[--listen ADDR] [--tls-cert F --tls-key F] [--tokens FILE]", "run the central server: ingest, lookups, snapshot and delta streaming", runServe},
 		{"token", "add|ls|rm [--name NAME] [--scope read|write]", "manage the server's access tokens", runToken},
 		{"ls", "", "list datasets, their snapshots and pending updates", runLs},
-		{"verify", "[--dataset NAME]", "check every file of every snapshot (SHA-256 and structure)", runVerify},
+		{"verify", "[--dataset NAME]", "check every file of every snapshot (SHA-256 and structure) and every write-ahead log (CRC, seqs)", runVerify},
 		{"export", "--out FILE.xlsx SERIES... [--from D --to D --per P --agg A --fill F] [--formulas]", "write series to an Excel workbook: data table, chart, info", runExport},
 		{"demo", "[--home DIR]", "generate, cook and query a small dataset plus the real samples", runDemo},
 		{"companion", "[--port N] [--allow-origin ORIGIN ...]", "serve the local data to Excel over the localhost HTTPS bridge", runCompanion},
