@@ -6,9 +6,9 @@ import (
 	"slices"
 )
 
-// MaxFrameDates bounds the dates of a Frame on a calendar (days=): 10 million, about
-// 27,000 years of days.
-const MaxFrameDates = 10_000_000
+// MaxFrameCells bounds the cells (dates x (series + 1)) of a Frame on a calendar
+// (days=), checked before the calendar is built: 64M, a 512 MiB table.
+const MaxFrameCells = 64 << 20
 
 // ErrNoData: none of the series has a point in the range (wrap it).
 var ErrNoData = errors.New("no data")
@@ -56,7 +56,7 @@ func (e *Engine) Frame(ids []string, from, to int64, opts Options) (*Frame, erro
 	case from > to:
 		return nil, fmt.Errorf("start %s is after end %s", formatTime(from), formatTime(to))
 	}
-	tb, cerr := e.assemble(ids, from, to, &opts, MaxFrameDates)
+	tb, cerr := e.assemble(ids, from, to, &opts, MaxFrameCells)
 	for _, c := range tb.cols {
 		if c.err != nil { // a Frame fails as a whole
 			return nil, c.cause
@@ -66,7 +66,7 @@ func (e *Engine) Frame(ids []string, from, to int64, opts Options) (*Frame, erro
 	case cerr != nil && cerr.Code == CodeNA:
 		return nil, &dataError{msg: cerr.Message, err: ErrNoData}
 	case cerr != nil:
-		return nil, fmt.Errorf("%s: more than %d dates", cerr.Message, MaxFrameDates)
+		return nil, fmt.Errorf("%s: more than %d cells", cerr.Message, MaxFrameCells)
 	}
 	f := &Frame{IDs: ids, Fill: tb.fill, cols: tb.cols, Points: make([]int, len(ids)), Dates: tb.all}
 	if opts.Last > 0 && len(f.Dates) > opts.Last {

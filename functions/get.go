@@ -187,7 +187,8 @@ func lastBucketBefore(t int64, per byte) int64 {
 // changes, moving averages and fill=prev need (see transform.go); aligned on the union
 // of their dates or, with days=, on every bucket of the calendar from the start (or the
 // first point, if later) to the end (not past today) or, if the end is open, the last
-// point; transformed; history cut off. limit bounds the dates of a calendar.
+// point; transformed; history cut off. limit bounds the cells (dates x (series + 1))
+// of a calendar, and 16 x limit those of the filled rows the transforms work on.
 // It fails only if every series failed, none has a point in the range, or the calendar
 // is too long; the table then holds the columns, with their errors, and no dates.
 func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int) (table, *CellError) {
@@ -265,15 +266,16 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 		if end < start {
 			return table{cols: cols}, noData(strings.Join(ids, ","), from, to)
 		}
-		n := countBuckets(start, end, per)
-		if opts.Last > 0 && n > int64(limit) && opts.Last <= limit { // only the last ones are shown
-			start, n = end, 1
+		// Checked before the calendar is built: rows x (columns + dates) within limit.
+		n, perRow := countBuckets(start, end, per), int64(len(cols)+1)
+		if n*perRow > int64(limit) && opts.Last > 0 && int64(opts.Last)*perRow <= int64(limit) {
+			start, n = end, 1 // only the last ones are shown
 			for ; n < int64(opts.Last); n++ {
 				start = prevBucket(start, per)
 			}
 		}
-		if n > int64(limit) {
-			return table{cols: cols}, tooLarge(int(min(n, math.MaxInt32)) * (len(cols) + 1))
+		if n*perRow > int64(limit) {
+			return table{cols: cols}, tooLarge(int(min(n*perRow, math.MaxInt32)))
 		}
 		first := start
 		if aligned { // rows before the range for the transforms to look back over
@@ -291,6 +293,12 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 		all = unionDates(cols)
 	}
 	if aligned {
+		// The filled rows are built whole before last= and the size check of the
+		// layout: bound them too (generously: history rows and last= make them more
+		// than are shown).
+		if cells := int64(len(all)) * int64(len(cols)+1); cells > 16*int64(limit) {
+			return table{cols: cols}, tooLarge(int(min(cells, math.MaxInt32)))
+		}
 		dense := make([][]float64, len(cols))
 		for j := range dense {
 			dense[j] = make([]float64, len(all))
