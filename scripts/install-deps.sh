@@ -21,6 +21,9 @@ dpkg -s libwebkit2gtk-4.1-dev >/dev/null 2>&1 || need+=(libwebkit2gtk-4.1-dev)
 command -v xvfb-run >/dev/null || need+=(xvfb)
 command -v xauth >/dev/null || need+=(xauth)
 [ -x /usr/bin/import ] || need+=(imagemagick)
+# Ghostscript rasterises the PDF LibreOffice renders of exported charts
+# (functions/xlsx TestChartRender).
+command -v gs >/dev/null || need+=(ghostscript)
 command -v makensis >/dev/null || need+=(nsis)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -13,7 +13,8 @@
 //     the directory; clear messages for a missing or non-directory parent, a file open
 //     in Excel (Windows), a full disk. file_unix.go / file_windows.go hold the
 //     platform parts.
-//   - workbook.go: the three sheets.
+//   - workbook.go: the Data and Info sheets.
+//   - chart.go: the chart sheets, a chart per unit.
 //   - zip.go: the zip writer excelize writes through: straight to the output at
 //     flate.BestSpeed, plus the edits that make the formulas mode a dynamic array.
 //
@@ -21,16 +22,26 @@
 //
 // Data: a header row (Date, then one column per series, named by its id) and a row
 // per date, ascending: dates as serial numbers in a date format (yyyy-mm-dd, or
-// yyyy-mm-dd hh:mm when some date has a time of day), values as numbers, a date
-// without a value as an empty cell (charts leave a gap) or, with fill=na, =NA().
+// yyyy-mm-dd hh:mm when some date has a time of day), values as numbers in a format
+// with thousands separators and the series' own count of decimals (the most its
+// values need, at most 6, the same on every row), a column as wide as its id and
+// widest value, a date without a value as an empty cell or, with fill=na, =NA().
 // The rows are an Excel table (ESData) with the header row and date column frozen.
 // The sheet is written with excelize's StreamWriter, which spills to a temp file past
 // 16 MiB, so memory is the points read (16 bytes each), 8 bytes per date and a fixed
 // amount, whatever the workbook's size: 365K cells take under 100 MB of RSS and 1M
 // rows about 125 MB (BenchmarkExport, TestExportBudgets).
 //
-// Chart: a chart sheet with a line chart, one line per series (at most 255, Excel's
-// limit), dates on the horizontal axis, blanks as gaps.
+// Charts: line charts on chart sheets, one line per series (at most 255 in all,
+// Excel's limit per chart). A value axis holds one unit: one unit is one sheet
+// "Chart"; two units are one chart with the second on a right-hand axis; more are a
+// sheet per unit ("Chart USD", ...; at most 16). The horizontal axis is a date axis
+// (dates as numbers, not text) in a date format (mmm yyyy past a year, yyyy-mm-dd,
+// or a category axis in yyyy-mm-dd hh:mm for intraday data, since a date axis counts
+// whole days). Blanks are spanned, so an annual series among daily rows is a line.
+// Axis text is dark and 10 pt; the title names the series and their units, each
+// value axis its unit. zip.go edits what excelize cannot write (the date axis, dates
+// as a number reference); TestChartRender renders the charts through LibreOffice.
 //
 // Info: a row per series (id, name, unit, frequency, source, dataset, first and last
 // date and point count in the store, points exported, snapshot id and sequence number
@@ -69,15 +80,15 @@
 //     dynamic array cannot spill inside a table (#SPILL!). Column A has the date format
 //     as its column style, so dates spilled past the exported rows still look like dates.
 //     The chart keeps the exported row range.
-//   - calcPr fullCalcOnLoad="1": Excel recalculates on open, so the add-in refreshes
-//     the data at once (excelize's calcId is also older than any current Excel, which
-//     recalculates such files fully anyway).
+//   - No forced recalculation: calcPr has calcId 191029 (Excel 365's; excelize's
+//     older default makes Excel recalculate everything on open) and no
+//     fullCalcOnLoad. A colleague without the add-in opens the file on its cached
+//     values; a recalculation there (F9 with no ES.GET registered) would turn them
+//     into #NAME?, so nothing asks for one. With the add-in, Ctrl+Alt+F9 (or editing
+//     a header) refreshes the block; the Info sheet says so. Only values mode with
+//     fill=na keeps fullCalcOnLoad, for its =NA() cells, which have no cached result
+//     and are built into every spreadsheet.
 //
-// Without the add-in, the recalculation on open finds no function named
-// _xldudf_ES_GET: A2 shows #NAME?, the formula bar shows =_xldudf_ES_GET(...), the
-// spill collapses and the cached values are gone from the sheet (and from the file
-// once saved). The Info sheet still names the series, dates and options, and the same
-// export without --formulas gives a workbook that needs nothing. LibreOffice, which
-// honours fullCalcOnLoad and has no such function, shows #NAME? across the array range
-// (TestLibreOffice).
+// LibreOffice shows #NAME? across the array range whatever the file asks: it
+// recalculates a formula whose function it cannot resolve (TestLibreOffice).
 package xlsx

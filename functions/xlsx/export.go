@@ -187,7 +187,7 @@ func Export(w io.Writer, src functions.Source, req Request, progress func(done, 
 
 // summary is what write reports besides the byte count.
 func (p *plan) summary() Summary {
-	s := Summary{Series: len(p.ids), Rows: len(p.frame.Dates), Charted: min(len(p.ids), MaxChartSeries)}
+	s := Summary{Series: len(p.ids), Rows: len(p.frame.Dates), Charted: p.planCharts().charted}
 	if n := len(p.frame.Dates); n > 0 {
 		s.First, s.Last = p.frame.Dates[0], p.frame.Dates[n-1]
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/xuri/excelize/v2"
 
@@ -28,6 +29,8 @@ const (
 	// file: "_xldudf_" then the namespace and the function name joined by "_". Excel
 	// shows it as ES.GET once the add-in has registered its functions.
 	udfName = "_xldudf_ES_GET"
+	// excelCalcID is the calcId Excel 365 writes (unchanged since Excel 2019).
+	excelCalcID = 191029
 	// progressEvery is how many rows go by between progress calls.
 	progressEvery = 4096
 )
@@ -38,7 +41,7 @@ func (p *plan) write(w io.Writer, progress func(done, total int)) (Summary, erro
 	defer f.Close() // removes the stream writer's temp files
 	sum := p.summary()
 	cw := &countWriter{w: w}
-	hook := &zipHook{out: cw}
+	hook := &zipHook{out: cw, dateAxis: !p.intraday}
 	if p.req.Formulas {
 		hook.anchor = &anchorPatch{
 			sheet: "xl/worksheets/sheet1.xml", // the first sheet, renamed Data below
@@ -62,10 +65,12 @@ func (p *plan) write(w io.Writer, progress func(done, total int)) (Summary, erro
 	if sum.Cells, err = p.writeData(f, dateStyle, progress); err != nil {
 		return sum, fmt.Errorf("data sheet: %w", err)
 	}
-	if err := p.addChart(f); err != nil {
+	charts := p.planCharts()
+	sum.Charted = charts.charted
+	if err := p.addCharts(f, charts); err != nil {
 		return sum, fmt.Errorf("chart: %w", err)
 	}
-	if err := p.writeInfo(f, dateStyle); err != nil {
+	if err := p.writeInfo(f, dateStyle, charts); err != nil {
 		return sum, fmt.Errorf("info sheet: %w", err)
 	}
 	// Data is the active sheet as it is (File.SetActiveSheet would read the streamed
@@ -80,13 +85,20 @@ func (p *plan) write(w io.Writer, progress func(done, total int)) (Summary, erro
 	}); err != nil {
 		return sum, err
 	}
-	if p.req.Formulas || p.opts.Fill == functions.FillNA {
-		// Recalculate on open: the add-in refreshes the data at once, and =NA()
-		// cells (fill=na), written without a cached result, get theirs.
+	// calcId is the calculation engine of current Excel (365, 2019 and later): a
+	// file saved by an older engine (excelize writes 122211) is recalculated in full
+	// on open, which without the add-in turns every ES.GET into #NAME?. So a
+	// formulas workbook opens on its cached values everywhere, and only the =NA()
+	// cells of fill=na in values mode, written without a cached result and built
+	// into every spreadsheet, ask for a recalculation on load.
+	calc := &excelize.CalcPropsOptions{CalcID: new(uint)}
+	*calc.CalcID = excelCalcID
+	if p.opts.Fill == functions.FillNA && !p.req.Formulas {
 		on := true
-		if err := f.SetCalcProps(&excelize.CalcPropsOptions{FullCalcOnLoad: &on}); err != nil {
-			return sum, err
-		}
+		calc.FullCalcOnLoad = &on
+	}
+	if err := f.SetCalcProps(calc); err != nil {
+		return sum, err
 	}
 	// The hook writes the package to w as excelize produces it; excelize's own
 	// buffer stays empty.
@@ -115,8 +127,26 @@ func (p *plan) writeData(f *excelize.File, dateStyle int, progress func(done, to
 	if err := sw.SetColWidth(1, 1, dateWidth); err != nil {
 		return 0, err
 	}
-	if err := sw.SetColWidth(2, ncol, 13); err != nil {
+	hdrs := headers(p.ids)
+	layout, err := p.columnLayout(hdrs)
+	if err != nil {
 		return 0, err
+	}
+	valStyles := make([]int, len(p.ids))
+	styleOf := map[string]int{}
+	for j, c := range layout {
+		if err := sw.SetColWidth(j+2, j+2, c.width); err != nil {
+			return 0, err
+		}
+		id, ok := styleOf[c.numFmt]
+		if !ok {
+			nf := c.numFmt
+			if id, err = f.NewStyle(&excelize.Style{CustomNumFmt: &nf}); err != nil {
+				return 0, err
+			}
+			styleOf[nf] = id
+		}
+		valStyles[j] = id
 	}
 	// Dates that a refreshed formula spills past the rows written here still show as dates.
 	if err := sw.SetColStyle(1, 1, dateStyle); err != nil {
@@ -128,7 +158,7 @@ func (p *plan) writeData(f *excelize.File, dateStyle int, progress func(done, to
 	}
 	header := make([]any, ncol)
 	header[0] = "Date"
-	for j, h := range headers(p.ids) {
+	for j, h := range hdrs {
 		header[j+1] = h
 	}
 	if err := sw.SetRow("A1", header); err != nil {
@@ -153,7 +183,7 @@ func (p *plan) writeData(f *excelize.File, dateStyle int, progress func(done, to
 		for j, v := range vals {
 			switch {
 			case isFinite(v):
-				row[j+1] = v
+				row[j+1] = excelize.Cell{StyleID: valStyles[j], Value: v}
 				cells++
 			case fillNA:
 				row[j+1] = na
@@ -190,6 +220,75 @@ func (p *plan) writeData(f *excelize.File, dateStyle int, progress func(done, to
 	return cells, sw.Flush()
 }
 
+// columnFormat is how a series' column looks: its number format and width.
+type columnFormat struct {
+	numFmt string
+	width  float64
+}
+
+// maxDecimals bounds the decimals a value column shows.
+const maxDecimals = 6
+
+// columnLayout gives each series a number format with as many decimals as its values
+// have (at most maxDecimals, the same for every row, so that a column lines up) and
+// thousands separators, and a width that fits its header and its widest value.
+func (p *plan) columnLayout(hdrs []string) ([]columnFormat, error) {
+	n := len(p.ids)
+	dec := make([]int, n)
+	big := make([]float64, n) // largest magnitude
+	neg := make([]bool, n)
+	err := p.frame.Rows(func(_ int, _ int64, vals []float64) error {
+		for j, v := range vals {
+			if !isFinite(v) {
+				continue
+			}
+			if a := math.Abs(v); a > big[j] {
+				big[j] = a
+			}
+			if v < 0 {
+				neg[j] = true
+			}
+			if dec[j] < maxDecimals {
+				dec[j] = max(dec[j], decimals(v, dec[j]))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]columnFormat, n)
+	for j := range out {
+		nf := "#,##0"
+		if dec[j] > 0 {
+			nf += "." + strings.Repeat("0", dec[j])
+		}
+		intDigits := len(strconv.FormatFloat(math.Trunc(big[j]), 'f', 0, 64))
+		w := intDigits + (intDigits-1)/3 // digits and separators
+		if dec[j] > 0 {
+			w += 1 + dec[j]
+		}
+		if neg[j] {
+			w++
+		}
+		width := float64(max(w, utf8.RuneCountInString(hdrs[j]), 8) + 2)
+		out[j] = columnFormat{numFmt: nf, width: min(width, 60)}
+	}
+	return out, nil
+}
+
+// decimals is the fewest decimals, at least from, that show v exactly (to the
+// precision of a float64), or maxDecimals.
+func decimals(v float64, from int) int {
+	for d := from; d < maxDecimals; d++ {
+		s := v * math.Pow10(d)
+		if math.Abs(s-math.Round(s)) <= math.Max(1e-9, 1e-12*math.Abs(s)) {
+			return d
+		}
+	}
+	return maxDecimals
+}
+
 // serial is the Excel serial of t with the time of day rounded to 15 significant
 // digits. Excel keeps 15 and excelize cuts longer numbers rather than rounding them,
 // which would put 01:00 a hair below it (00:59:59.99...) when shown to the second.
@@ -219,47 +318,12 @@ func headers(ids []string) []string {
 	return out
 }
 
-// addChart adds a chart sheet with a line per series (the first MaxChartSeries),
-// dates on the horizontal axis; empty cells are gaps.
-func (p *plan) addChart(f *excelize.File) error {
-	n := min(len(p.ids), MaxChartSeries)
-	last := len(p.frame.Dates) + 1
-	cats := fmt.Sprintf("%s!$A$2:$A$%d", DataSheet, last)
-	series := make([]excelize.ChartSeries, n)
-	for j := range n {
-		col := colName(j + 2)
-		series[j] = excelize.ChartSeries{
-			Name:       fmt.Sprintf("%s!$%s$1", DataSheet, col),
-			Categories: cats,
-			Values:     fmt.Sprintf("%s!$%s$2:$%s$%d", DataSheet, col, col, last),
-			Marker:     excelize.ChartMarker{Symbol: "none"},
-			Line:       excelize.LineOptions{Width: 1.25},
-		}
-	}
-	title := clipText(strings.Join(p.ids, ", "), 120)
-	if len(p.ids) > 5 {
-		title = fmt.Sprintf("%d series", len(p.ids))
-	}
-	legend := "bottom"
-	if n > 20 {
-		legend = "none"
-	}
-	return f.AddChartSheet(ChartSheet, &excelize.Chart{
-		Type:         excelize.Line,
-		Series:       series,
-		Title:        excelize.ChartTitle{Paragraph: []excelize.RichTextRun{{Text: title}}},
-		Legend:       excelize.ChartLegend{Position: legend},
-		ShowBlanksAs: "gap",
-		YAxis:        excelize.ChartAxis{MajorGridLines: true},
-	})
-}
-
 // infoColumns head the per-series table of the Info sheet.
 var infoColumns = []string{"Series", "Name", "Unit", "Frequency", "Source", "Dataset",
 	"First", "Last", "Points", "Points exported", "Snapshot", "Seq", "Formula"}
 
 // writeInfo writes the Info sheet: a row per series, then the export's settings.
-func (p *plan) writeInfo(f *excelize.File, dateStyle int) error {
+func (p *plan) writeInfo(f *excelize.File, dateStyle int, charts chartPlan) error {
 	if _, err := f.NewSheet(InfoSheet); err != nil {
 		return err
 	}
@@ -307,16 +371,22 @@ func (p *plan) writeInfo(f *excelize.File, dateStyle int) error {
 	}
 	mode := "values"
 	if p.req.Formulas {
-		mode = "formulas: the Data sheet holds one ES.Get formula (needs the EnergyScope add-in) and its last result"
+		mode = "formulas: the Data sheet holds one ES.Get formula and its last result, shown as saved without the EnergyScope add-in; with it, recalculate (Ctrl+Alt+F9) to refresh"
 	}
 	per, agg := "as stored", "-"
 	if p.opts.Per != 0 {
 		per, agg = string(p.opts.Per), p.opts.Agg.String()
 	}
 	sum := p.summary()
-	chart := fmt.Sprintf("%d series", sum.Charted)
-	if sum.Charted < len(p.ids) {
-		chart = fmt.Sprintf("the first %d of %d series (an Excel chart plots at most %d)", sum.Charted, len(p.ids), MaxChartSeries)
+	chart := fmt.Sprintf("%d series", charts.charted)
+	switch {
+	case len(charts.dropped) > 0:
+		chart = fmt.Sprintf("%d of %d series, a chart per unit for the first %d units; none for %s", charts.charted, len(p.ids), maxCharts, strings.Join(charts.dropped, ", "))
+	case len(p.ids) > MaxChartSeries:
+		chart = fmt.Sprintf("the first %d of %d series (an Excel chart plots at most %d)", charts.charted, len(p.ids), MaxChartSeries)
+	}
+	if len(charts.sheets) == 1 && len(charts.sheets[0].groups) == 2 {
+		chart += fmt.Sprintf(", %s on the right-hand axis", unitLabel(charts.sheets[0].groups[1].unit))
 	}
 	settings := [][2]any{
 		{"Exported at", p.now.UTC().Format("2006-01-02 15:04:05") + " UTC"},

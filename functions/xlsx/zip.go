@@ -31,6 +31,9 @@ type zipHook struct {
 	out    io.Writer
 	zw     *zip.Writer
 	anchor *anchorPatch // formulas mode only
+	// dateAxis makes the charts' horizontal axis a date axis (daily or coarser data;
+	// a date axis counts whole days, so intraday charts keep a category axis).
+	dateAxis bool
 
 	pending     string        // name of a small part held back to be edited
 	pendingBody *bytes.Buffer // its content
@@ -74,6 +77,10 @@ func (h *zipHook) Create(name string) (io.Writer, error) {
 			h.pending, h.pendingBody = name, new(bytes.Buffer)
 			return h.pendingBody, nil
 		}
+	}
+	if chartPart.MatchString(name) {
+		h.pending, h.pendingBody = name, new(bytes.Buffer)
+		return h.pendingBody, nil
 	}
 	w, err := h.zw.Create(name)
 	if err != nil {
@@ -144,6 +151,8 @@ func (h *zipHook) finishEntry() error {
 		body, err = insertBefore(body, "</Relationships>", fmt.Sprintf(
 			`<Relationship Id="rId%d" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/sheetMetadata" Target="metadata.xml"/>`,
 			maxRelID(body)+1))
+	default: // a chart
+		body = patchChart(body, h.dateAxis)
 	}
 	if err != nil {
 		return h.fail(fmt.Errorf("%s: %w", name, err))
@@ -167,6 +176,31 @@ func insertBefore(body []byte, end, add string) ([]byte, error) {
 	out = append(out, body[:i]...)
 	out = append(out, add...)
 	return append(out, body[i:]...), nil
+}
+
+var chartPart = regexp.MustCompile(`^xl/charts/chart\d+\.xml$`)
+
+// patchChart edits a chart part as excelize writes it:
+//
+//   - the categories (the Data sheet's date column) become a number reference:
+//     excelize writes them as a string reference, which makes the dates text, so the
+//     axis can be neither a date axis nor formatted as dates (it printed serials);
+//   - with dateAxis, each category axis becomes a date axis counting days
+//     (<dateAx> with baseTimeUnit, without the category axis' lblAlgn and
+//     noMultiLvlLbl, which a date axis does not have): points sit at their dates and
+//     the labels take the axis' date format.
+func patchChart(b []byte, dateAxis bool) []byte {
+	b = bytes.ReplaceAll(b, []byte("<cat><strRef>"), []byte("<cat><numRef>"))
+	b = bytes.ReplaceAll(b, []byte("</strRef></cat>"), []byte("</numRef></cat>"))
+	if !dateAxis {
+		return b
+	}
+	b = bytes.ReplaceAll(b, []byte("<catAx>"), []byte("<dateAx>"))
+	b = bytes.ReplaceAll(b, []byte("</catAx>"), []byte("</dateAx>"))
+	b = bytes.ReplaceAll(b, []byte(`<lblAlgn val="ctr"></lblAlgn>`), nil)
+	b = bytes.ReplaceAll(b, []byte(`<lblOffset val="100"></lblOffset><noMultiLvlLbl val="0"></noMultiLvlLbl>`),
+		[]byte(`<lblOffset val="100"></lblOffset><baseTimeUnit val="days"></baseTimeUnit>`))
+	return b
 }
 
 var relIDPattern = regexp.MustCompile(`Id="rId(\d+)"`)
