@@ -19,7 +19,7 @@ import (
 func runDemo(e *env, args []string) error {
 	var home string
 	fset := newFlags(e, "demo", nil)
-	fset.StringVar(&home, "home", "", "home directory to build the demo in (default: a temporary directory, removed afterwards)")
+	fset.StringVar(&home, "home", "", "home directory to build the demo in and keep: es get/info/search --home DIR, es companion --home DIR and energyscope --home DIR open it (default: a temporary directory, removed afterwards)")
 	series := fset.Int("series", 2000, "synthetic series to generate")
 	rows := fset.Int64("rows", 150_000, "synthetic rows to generate")
 	ticks := fset.Int("live", 5, "seconds of live updates to show (0 = none)")
@@ -36,9 +36,13 @@ func runDemo(e *env, args []string) error {
 		home = d
 	}
 	out := e.stdout
-	serverHome := filepath.Join(home, "server")
-	companionHome := filepath.Join(home, "companion")
-	src := filepath.Join(home, "sources")
+	// The companion's store is DIR itself, so that every command and the app open
+	// the synced datasets with --home DIR as given. The demo server's own home and
+	// the sample sources sit beside the store's datasets/ in subdirectories the
+	// store does not read.
+	companionHome := home
+	serverHome := filepath.Join(home, "demo-server")
+	src := filepath.Join(home, "demo-sources")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return err
 	}
@@ -188,7 +192,10 @@ func runDemo(e *env, args []string) error {
 	}
 
 	if keep {
-		fmt.Fprintf(out, "\nTry: go run ./cmd/es get --home %s MSFT 2005 2006\n", companionHome)
+		fmt.Fprintf(out, "\nThe synced datasets stay in %s. Open them with:\n", home)
+		fmt.Fprintf(out, "  es get --home %s MSFT 2005 2006\n", home)
+		fmt.Fprintf(out, "  es search --home %s gasoline\n", home)
+		fmt.Fprintf(out, "  energyscope --home %s        (the desktop app)\n", home)
 	} else {
 		fmt.Fprintf(out, "\nThe demo's temporary home is removed now; pass --home DIR to keep it and explore with es get/info/search.\n")
 	}

@@ -165,3 +165,26 @@ func TestCLIPutCompact(t *testing.T) {
 	}
 	mustES(t, "verify", "--home", home)
 }
+
+// TestDemoHome: es demo --home DIR leaves a home that es get, es search and es
+// info open with the same --home (the synced datasets used to land in
+// DIR/companion, where --home DIR found nothing).
+func TestDemoHome(t *testing.T) {
+	home := t.TempDir()
+	out := mustES(t, "demo", "--home", home, "--series", "100", "--rows", "10000", "--live", "1")
+	if !strings.Contains(out, "es get --home "+home+" MSFT") || !strings.Contains(out, "energyscope --home "+home) {
+		t.Fatalf("demo does not say how to open its home:\n%s", out)
+	}
+	got := mustES(t, "get", "--home", home, "MSFT", "2000-01", "2000-03")
+	if !strings.Contains(got, "39.81") || strings.Count(strings.TrimSpace(got), "\n") < 2 {
+		t.Fatalf("es get --home %s MSFT:\n%s", home, got)
+	}
+	if got := mustES(t, "search", "--home", home, "gasoline"); !strings.Contains(got, "gasoline") && !strings.Contains(strings.ToLower(got), "gasoline") {
+		t.Fatalf("es search --home %s gasoline:\n%s", home, got)
+	}
+	for _, ds := range []string{"eia", "stocks", "iowa"} {
+		if _, err := os.Stat(filepath.Join(home, "datasets", ds, "CURRENT")); err != nil {
+			t.Errorf("dataset %s not in the home: %v", ds, err)
+		}
+	}
+}
