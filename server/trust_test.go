@@ -498,6 +498,30 @@ func TestConnectionLimits(t *testing.T) {
 		t.Fatalf("%d unauthenticated connections open, cap %d", n, capConns)
 	}
 
+	// A keep-alive connection idle after its request is closed after
+	// IdleTimeout.
+	kc, err := net.Dial("tcp", ls.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	fmt.Fprintf(kc, "GET /v1/datasets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", ls.read)
+	kr := bufio.NewReader(kc)
+	resp, err := http.ReadResponse(kr, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("keep-alive request: %v %v", resp, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	idleStart := time.Now()
+	kc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := kr.ReadByte(); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("idle keep-alive connection: %v, want closed by the server", err)
+	}
+	if took := time.Since(idleStart); took > 10*time.Second {
+		t.Fatalf("idle keep-alive connection closed after %v", took)
+	}
+
 	// A body at ~20 bytes/s is cut (408 or the connection closed) well
 	// before it ends; it would take 20 s.
 	pr, pw := io.Pipe()
@@ -515,7 +539,7 @@ func TestConnectionLimits(t *testing.T) {
 	req, _ := http.NewRequest("POST", ls.url+"/v1/datasets/stocks/rows", pr)
 	req.Header.Set("Authorization", "Bearer "+ls.write)
 	req.Header.Set("Content-Type", "text/csv")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	if err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusRequestTimeout {
