@@ -1,9 +1,11 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,44 @@ func TestCookNewEpochDropsLiveUpdates(t *testing.T) {
 	}
 	if m.Epoch != 2 || m.CoversThroughSeq < 2 {
 		t.Fatalf("the cook's snapshot: epoch %d covers %d, want epoch 2 covering the 2 updates", m.Epoch, m.CoversThroughSeq)
+	}
+}
+
+// TestServeMetricsListen: --metrics-listen serves /metrics on its own
+// address and takes it off the API's.
+func TestServeMetricsListen(t *testing.T) {
+	s := newE2EServer(t, t.TempDir())
+	s.extraArgs = []string{"--metrics-listen", "127.0.0.1:0"}
+	s.start("127.0.0.1:0")
+	m := s.p.waitStdout(regexp.MustCompile(`metrics on (http://\S+/metrics)\n`), 30*time.Second)
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "es_ingest_rows_total") {
+		t.Fatalf("metrics listener: %d %.200s", resp.StatusCode, b)
+	}
+	if code, _, err := s.do("GET", "/metrics", "", "", nil); err != nil || code != 404 {
+		t.Fatalf("/metrics on the API address: %d %v", code, err)
+	}
+}
+
+// TestCookCaseConflict (item 13): es cook refuses a dataset name that
+// differs only by case from an existing one, and a Windows device name.
+func TestCookCaseConflict(t *testing.T) {
+	home := t.TempDir()
+	src := filepath.Join(t.TempDir(), "a.csv")
+	os.WriteFile(src, []byte("series_id,period,value\nA,2020-01-01,1\n"), 0o644)
+	mustES(t, "cook", "--home", home, "--dataset", "prices", "--in", src, "--frequency", "D")
+	if code, _, errs := es(t, "cook", "--home", home, "--dataset", "Prices", "--in", src, "--frequency", "D"); code != 1 || !strings.Contains(errs, "case") {
+		t.Fatalf("cook Prices beside prices: exit %d %q", code, errs)
+	}
+	if code, _, _ := es(t, "cook", "--home", home, "--dataset", "aux", "--in", src, "--frequency", "D"); code != 2 {
+		t.Fatalf("cook aux: exit %d", code)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, "datasets")); len(ents) != 1 {
+		t.Fatalf("datasets: %v", ents)
 	}
 }
