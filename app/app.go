@@ -137,6 +137,7 @@ func New(o Options) *App {
 			s = companion.Settings{}
 		}
 	}
+	s = a.withFolder(s)
 	// The companion (the store, the bridge's certificates, the sync) starts
 	// while Wails builds the window and the web view loads the page,
 	// instead of before. Every method that reads it takes a.mu, which this
@@ -856,14 +857,44 @@ func (a *App) savedSettings() (companion.Settings, error) {
 	if a.settings == "" {
 		return companion.Settings{}, errors.New("no settings folder on this computer")
 	}
-	return companion.LoadSettings(a.settings)
+	s, err := companion.LoadSettings(a.settings)
+	if err != nil {
+		return s, err
+	}
+	return a.withFolder(s), nil
 }
 
+// withFolder completes the user's settings s with those of the data folder
+// they open (companion.FolderSettingsPath): the server, the token and the
+// datasets belong to the folder, so that --home other never syncs into a
+// folder from another's server by surprise. A user settings file from before
+// folder settings still holds them: they stay in effect for the folder it
+// names (or the default one) until the next save moves them there, and never
+// apply to a folder given by --home or ES_HOME.
+func (a *App) withFolder(s companion.Settings) companion.Settings {
+	path := companion.FolderSettingsPath(a.home(s))
+	f, err := companion.LoadSettings(path)
+	if err != nil {
+		a.log.Warn("folder settings not read; working offline", "file", path, "err", err)
+		return s.WithFolder(companion.Settings{})
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && a.opts.Home == "" {
+		return s // the user file's own, if any
+	}
+	return s.WithFolder(f)
+}
+
+// save writes the folder's part of s into the data folder s opens, then the
+// user's part into the user's settings file.
 func (a *App) save(s companion.Settings) error {
 	if a.settings == "" {
 		return errors.New("no settings folder on this computer")
 	}
-	return companion.SaveSettings(a.settings, s)
+	user, folder := s.Split()
+	if err := companion.SaveSettings(companion.FolderSettingsPath(a.home(s)), folder); err != nil {
+		return err
+	}
+	return companion.SaveSettings(a.settings, user)
 }
 
 // SaveSettings validates and saves the settings and applies them: a new

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -339,9 +340,12 @@ func TestSettings(t *testing.T) {
 	if r.Error != "" || !strings.Contains(r.Message, "sync restarted") || !slices.Equal(r.Datasets, []string{"stocks"}) {
 		t.Fatalf("save %+v", r)
 	}
-	saved, err := companion.LoadSettings(a.settings)
+	saved, err := companion.LoadSettings(companion.FolderSettingsPath(a.home))
 	if err != nil || saved.Server != "http://127.0.0.1:1" || saved.Token != "tok" {
 		t.Fatalf("saved %+v %v", saved, err)
+	}
+	if user, err := companion.LoadSettings(a.settings); err != nil || user.Server != "" || user.Token != "" {
+		t.Fatalf("the server went into the user's settings: %+v %v", user, err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -370,7 +374,7 @@ func TestSettings(t *testing.T) {
 	if sy.Error != "" || !slices.Equal(sy.Subscribed, []string{"iowa", "stocks"}) {
 		t.Fatalf("set datasets %+v", sy)
 	}
-	if saved, _ := companion.LoadSettings(a.settings); !slices.Equal(saved.Datasets, []string{"iowa", "stocks"}) {
+	if saved, _ := companion.LoadSettings(companion.FolderSettingsPath(a.home)); !slices.Equal(saved.Datasets, []string{"iowa", "stocks"}) {
 		t.Fatalf("datasets not saved: %+v", saved)
 	}
 	if sy := a.SetDatasets([]string{"../etc"}); !strings.Contains(sy.Error, "invalid dataset name") {
@@ -384,6 +388,64 @@ func TestSettings(t *testing.T) {
 	}
 	if sy := a.SyncProgress(); sy.Configured {
 		t.Fatalf("still configured %+v", sy)
+	}
+}
+
+// TestSettingsFollowFolder: the server and token saved for one data folder
+// stay with it: the same settings file opened with --home on another folder
+// does not sync that folder; reopening the first one does. A settings file
+// from before (server in the user's file) keeps syncing the folder it names,
+// never a --home one.
+func TestSettingsFollowFolder(t *testing.T) {
+	homeA, homeB := t.TempDir(), t.TempDir()
+	settings := filepath.Join(t.TempDir(), "settings.json")
+	open := func(home string) *app.App {
+		a := app.New(app.Options{Home: home, SettingsFile: settings, Port: -1})
+		t.Cleanup(func() { app.Close(context.Background(), a) })
+		return a
+	}
+	a := open(homeA)
+	s := a.GetSettings()
+	s.Server, s.Token = "http://127.0.0.1:1", "tok"
+	if r := a.SaveSettings(s); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if !a.SyncProgress().Configured {
+		t.Fatal("home A: sync not configured")
+	}
+	app.Close(context.Background(), a)
+
+	b := open(homeB)
+	if s := b.GetSettings(); s.Server != "" || s.Token != "" {
+		t.Fatalf("home B shows home A's server: %+v", s)
+	}
+	if sy := b.SyncProgress(); sy.Configured {
+		t.Fatalf("home B syncs from home A's server: %+v", sy)
+	}
+	app.Close(context.Background(), b)
+
+	a = open(homeA)
+	if s := a.GetSettings(); s.Server != "http://127.0.0.1:1" || s.Token != "tok" || !a.SyncProgress().Configured {
+		t.Fatalf("home A lost its server: %+v", s)
+	}
+	app.Close(context.Background(), a)
+
+	// An old settings file: the server in the user's file, for home C.
+	homeC := t.TempDir()
+	old := filepath.Join(t.TempDir(), "old.json")
+	if err := companion.SaveSettings(old, companion.Settings{Home: homeC, Server: "http://127.0.0.1:1", Token: "tok"}); err != nil {
+		t.Fatal(err)
+	}
+	c := app.New(app.Options{SettingsFile: old, Port: -1})
+	t.Cleanup(func() { app.Close(context.Background(), c) })
+	if s := c.GetSettings(); s.Server != "http://127.0.0.1:1" || s.ActiveHome != homeC {
+		t.Fatalf("old settings, its own home: %+v", s)
+	}
+	app.Close(context.Background(), c)
+	d := app.New(app.Options{Home: homeB, SettingsFile: old, Port: -1})
+	t.Cleanup(func() { app.Close(context.Background(), d) })
+	if s := d.GetSettings(); s.Server != "" || d.SyncProgress().Configured {
+		t.Fatalf("old settings applied to a --home folder: %+v", s)
 	}
 }
 

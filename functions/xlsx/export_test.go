@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +59,10 @@ func export(t *testing.T, src functions.Source, req xlsx.Request) (string, xlsx.
 	st, err := os.Stat(path)
 	if err != nil || st.Size() != sum.Bytes || sum.Path != path {
 		t.Fatalf("summary %+v vs file %v %v", sum, st, err)
+	}
+	// Readable by the group and others: a workbook is made to be shared.
+	if runtime.GOOS != "windows" && st.Mode().Perm() != 0o644 {
+		t.Fatalf("workbook mode %v, want 0644", st.Mode().Perm())
 	}
 	onlyFile(t, filepath.Dir(path), "out.xlsx")
 	return path, sum

@@ -42,7 +42,9 @@ func ExportFile(path string, src functions.Source, req Request, progress func(do
 	if err != nil {
 		return Summary{}, err
 	}
-	tmp, err := fileutil.CreateTemp(abs, 0o600)
+	// 0644: a workbook is made to be shared, with the group and whoever opens the
+	// folder (the temp file and the rename keep it whole until it is done).
+	tmp, err := fileutil.CreateTemp(abs, 0o644)
 	if err != nil {
 		return Summary{}, fmt.Errorf("cannot write %s: %w", path, describeFSError(err))
 	}

@@ -29,7 +29,31 @@ type Settings struct {
 	Bandwidth int64    `json:"bandwidth,omitempty"` // bytes/s for snapshot downloads; 0 = no limit
 }
 
-// SettingsPath is where the settings live:
+// FolderSettingsFile is the name, in a data folder (a home), of the settings
+// that belong to that folder: the server it syncs from, the token and the
+// datasets. They live with the data, not with the user, so that opening
+// another folder (--home other) never syncs it from the first one's server.
+const FolderSettingsFile = "sync.json"
+
+// FolderSettingsPath is the folder settings' file in home.
+func FolderSettingsPath(home string) string { return filepath.Join(home, FolderSettingsFile) }
+
+// Split parts s into the user's settings (the home, the bridge port, the
+// bandwidth: SettingsPath) and the data folder's (server, token, datasets:
+// FolderSettingsPath).
+func (s Settings) Split() (user, folder Settings) {
+	user = Settings{Home: s.Home, Port: s.Port, Bandwidth: s.Bandwidth}
+	folder = Settings{Server: s.Server, Token: s.Token, Datasets: s.Datasets}
+	return user, folder
+}
+
+// WithFolder is s with the data folder's part (server, token, datasets) of f.
+func (s Settings) WithFolder(f Settings) Settings {
+	s.Server, s.Token, s.Datasets = f.Server, f.Token, f.Datasets
+	return s
+}
+
+// SettingsPath is where the user's settings live:
 // os.UserConfigDir()/EnergyScope/settings.json (~/.config on Linux,
 // %AppData% on Windows, ~/Library/Application Support on macOS).
 func SettingsPath() (string, error) {
