@@ -162,6 +162,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // crcField is the checksum's place at the end of a control message:
 // `,"crc":"` + 8 hex digits + `"}`. A JSON decoder that does not know the
 // field (a version 1 peer) ignores it.
+var closeBrace = []byte{'}'}
+
 const (
 	crcPrefix = `,"crc":"`
 	crcLen    = len(crcPrefix) + 8 + 2
@@ -183,7 +185,7 @@ func DecodeMessage(b []byte) (*Message, error) {
 	}
 	// The checksum covers the message as it was before the field was
 	// added: b[:n] + "}".
-	got := crc32.Update(crc32.Update(0, castagnoli, b[:n]), castagnoli, []byte{'}'})
+	got := crc32.Update(crc32.Update(0, castagnoli, b[:n]), castagnoli, closeBrace)
 	if got != binary.BigEndian.Uint32(want[:]) {
 		return nil, fmt.Errorf("%w: %w: control message", ErrMalformed, ErrChecksum)
 	}
@@ -264,7 +266,7 @@ func SealControl(b []byte) []byte {
 	}
 	sum := crc32.Checksum(b, castagnoli)
 	b = append(b[:len(b)-1], crcPrefix...)
-	b = fmt.Appendf(b, "%08x", sum)
+	b = hex.AppendEncode(b, binary.BigEndian.AppendUint32(make([]byte, 0, 4), sum))
 	return append(b, '"', '}')
 }
 
