@@ -498,6 +498,7 @@ func TestSyncE2E(t *testing.T) {
 	t.Run("ServerKill", func(t *testing.T) { t.Parallel(); testE2EServerKill(t) })
 	t.Run("ResumeAfterKill", func(t *testing.T) { t.Parallel(); testE2EResumeAfterKill(t, big) })
 	t.Run("CorruptingProxy", func(t *testing.T) { t.Parallel(); testE2ECorruptingProxy(t, big) })
+	t.Run("HealDamaged", func(t *testing.T) { t.Parallel(); testE2EHealDamaged(t, big) })
 }
 
 // testE2ELive: initial sync of two companions, live rows visible on
