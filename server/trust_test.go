@@ -612,3 +612,40 @@ func TestTokenReload(t *testing.T) {
 		t.Fatalf("no token with an empty tokens file: %d", code)
 	}
 }
+
+// TestAuthBeforeBody (item 7): a request without a valid token is refused
+// at once, without waiting for (or reading) its body, and its connection
+// is closed: a slow unauthenticated body holds nothing open.
+func TestAuthBeforeBody(t *testing.T) {
+	ls := startLive(t, t.TempDir(), Options{})
+	for _, auth := range []string{"", "Authorization: Bearer es_wrong\r\n"} {
+		c, err := net.Dial("tcp", ls.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Announces 100 kB (less than net/http drains after a handler), sends 10 bytes, then nothing.
+		fmt.Fprintf(c, "PUT /v1/datasets/x HTTP/1.1\r\nHost: x\r\n%sContent-Type: text/csv\r\nContent-Length: 100000\r\n\r\nseries_id,", auth)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("auth %q: no answer before the body: %v", auth, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("auth %q: %d", auth, resp.StatusCode)
+		}
+		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) && !isReset(err) {
+			t.Fatalf("auth %q: connection not closed after the refusal: %v", auth, err)
+		}
+	}
+	if ents, _ := os.ReadDir(ls.home); len(ents) > 0 {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), uploadPrefix) {
+				t.Fatalf("a refused upload left %s", e.Name())
+			}
+		}
+	}
+}
