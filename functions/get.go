@@ -201,12 +201,13 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 		cut, _ = bucketStart(from, per)
 	}
 	lb := needs(opts)
+	budget := SuggestPerCall
 	cols := make([]column, len(ids))
 	live := 0 // columns with at least one point in the range
 	for j, id := range ids {
 		c := &cols[j]
 		c.id = id
-		c.ref, c.periods, c.values, c.err, c.cause = e.fetch(id, from, to)
+		c.ref, c.periods, c.values, c.err, c.cause = e.fetch(id, from, to, &budget)
 		if c.err != nil {
 			continue
 		}
@@ -330,12 +331,12 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 // fetch reads one series and checks what the Source returned. An id the Source does not
 // have is retried as the one id that differs from it only by case, if there is one
 // (ref is then that id); otherwise the error names the nearest ids. cause is the error
-// as Frame reports it.
-func (e *Engine) fetch(id string, from, to int64) (ref string, p []int64, v []float64, cerr *CellError, cause error) {
+// as Frame reports it. budget is the call's SuggestPerCall.
+func (e *Engine) fetch(id string, from, to int64, budget *int) (ref string, p []int64, v []float64, cerr *CellError, cause error) {
 	ref = id
 	p, v, err := e.Src.Get(id, from, to)
 	if errors.Is(err, ErrNotFound) {
-		r, near := Resolve(e.Src, id)
+		r, near := resolve(e.Src, id, spend(budget))
 		if r != "" {
 			if p2, v2, err2 := e.Src.Get(r, from, to); err2 == nil {
 				ref, p, v, err = r, p2, v2, nil

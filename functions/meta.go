@@ -9,8 +9,8 @@ import (
 )
 
 // lookup asks the Source for one series' description.
-func (e *Engine) lookup(id string) (SeriesInfo, *CellError) {
-	info, _, err := seek(e.Src, id, e.Src.Info)
+func (e *Engine) lookup(id string, budget *int) (SeriesInfo, *CellError) {
+	info, _, err := seek(e.Src, id, budget, e.Src.Info)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return info, cellErr(CodeNA, "%v", err)
@@ -80,8 +80,9 @@ func (e *Engine) latestCells(ids idList, field string) (*Grid, *CellError) {
 		infos = make([]SeriesInfo, n)
 		errs = make([]*CellError, n)
 	}
+	budget := SuggestPerCall
 	for k, id := range ids.ids {
-		info, cerr := e.lookup(id)
+		info, cerr := e.lookup(id, &budget)
 		if cerr == nil && info.Count == 0 {
 			cerr = noData(id, MinTime, MaxTime)
 		}
@@ -211,8 +212,9 @@ func (e *Engine) info(args []any) (*Grid, *CellError) {
 	infos := make([]SeriesInfo, n)
 	errs := make([]*CellError, n)
 	fails := 0
+	budget := SuggestPerCall
 	for k, id := range ids.ids {
-		if infos[k], errs[k] = e.lookup(id); errs[k] != nil {
+		if infos[k], errs[k] = e.lookup(id, &budget); errs[k] != nil {
 			fails++
 		}
 	}

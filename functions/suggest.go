@@ -15,6 +15,11 @@ import (
 // maxSuggest is how many near ids a "did you mean" names.
 const maxSuggest = 3
 
+// SuggestPerCall is how many unknown ids of one call get near ids named: finding them
+// takes a few searches that may scan every id, so a range of a thousand misspelt ids
+// costs a bounded time. Every unknown id still resolves by case (one search).
+const SuggestPerCall = 10
+
 // EditDistance is the optimal-string-alignment distance between a and b, ignoring ASCII
 // case: insertions, deletions, substitutions and swaps of two neighbours cost 1 each
 // ("MSTF" is 1 from "MSFT"). It works on bytes; both strings are clipped to 64 bytes.
@@ -80,7 +85,10 @@ func Nearest(word string, candidates []string, n int) []string {
 // one series whose id equals id ignoring case (with the dataset prefix kept if id had
 // one), or "" if there is none or several; near lists up to three ids close to id (the
 // case variants when several fold to it). Search errors count as no match.
-func Resolve(src Source, id string) (ref string, near []string) {
+func Resolve(src Source, id string) (ref string, near []string) { return resolve(src, id, true) }
+
+// resolve is Resolve; without suggest it only looks for the id's case variants.
+func resolve(src Source, id string, suggest bool) (ref string, near []string) {
 	prefix, bare := "", id
 	if i := strings.IndexByte(id, ':'); i > 0 {
 		prefix, bare = id[:i+1], id[i+1:]
@@ -117,6 +125,9 @@ func Resolve(src Source, id string) (ref string, near []string) {
 	if len(folded) > 1 {
 		return "", folded[:min(len(folded), maxSuggest)]
 	}
+	if !suggest {
+		return "", nil
+	}
 	// A typo: ids that share the first one or two or the last two or three characters
 	// (the store ranks ids that start with a query first).
 	add(bare[:1])
@@ -144,12 +155,15 @@ func DidYouMean(names []string) string {
 // seek calls get(id); if the Source does not have id, it retries with the series Resolve
 // finds, and otherwise returns a not-found error that names the nearest ids and wraps
 // ErrNotFound.
-func seek[T any](src Source, id string, get func(ref string) (T, error)) (T, string, error) {
+//
+// budget counts down the unknown ids of the call that may still get near ids named
+// (see SuggestPerCall).
+func seek[T any](src Source, id string, budget *int, get func(ref string) (T, error)) (T, string, error) {
 	v, err := get(id)
 	if !errors.Is(err, ErrNotFound) {
 		return v, id, err
 	}
-	ref, near := Resolve(src, id)
+	ref, near := resolve(src, id, spend(budget))
 	if ref != "" {
 		if v2, err2 := get(ref); err2 == nil {
 			return v2, ref, nil
@@ -168,3 +182,12 @@ func (e *notFoundError) Error() string {
 	return fmt.Sprintf("series %q not found%s", clip(e.id), DidYouMean(e.near))
 }
 func (e *notFoundError) Unwrap() error { return ErrNotFound }
+
+// spend takes one from the budget of suggestions, if any is left.
+func spend(budget *int) bool {
+	if *budget <= 0 {
+		return false
+	}
+	*budget--
+	return true
+}

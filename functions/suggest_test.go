@@ -74,3 +74,38 @@ func TestUnknownIDs(t *testing.T) {
 		t.Fatalf("Frame: %v", err)
 	}
 }
+
+// TestSuggestBudget: past SuggestPerCall unknown ids in one call, the rest still resolve
+// by case but name no near ids (each suggestion may cost scans of every id).
+func TestSuggestBudget(t *testing.T) {
+	e := newEngine(t)
+	ids := make([][]any, SuggestPerCall+2)
+	for i := range ids {
+		ids[i] = []any{"MSTF"}
+	}
+	ids[len(ids)-1] = []any{"ibm"} // resolved by case even after the budget
+	r := e.Call("ES.Get", []any{ids, "2005-01", "2005-01"})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	row := r.Value[0]
+	for j := 1; j <= SuggestPerCall; j++ {
+		if c, ok := row[j].(*CellError); !ok || c.Message != `series "MSTF" not found; did you mean MSFT?` {
+			t.Fatalf("column %d: %s", j, showCell(row[j]))
+		}
+	}
+	if c, ok := row[SuggestPerCall+1].(*CellError); !ok || c.Message != `series "MSTF" not found` {
+		t.Fatalf("past the budget: %s", showCell(row[SuggestPerCall+1]))
+	}
+	if row[SuggestPerCall+2] != 86.39 {
+		t.Fatalf("ibm past the budget: %s", showCell(row[SuggestPerCall+2]))
+	}
+	// ES.Latest and ES.Info have their own budget per call.
+	r = e.Call("ES.Latest", []any{ids})
+	if c, ok := r.Value[SuggestPerCall][0].(*CellError); !ok || c.Message != `series "MSTF" not found` {
+		t.Fatalf("ES.Latest past the budget: %v", show(r.Value))
+	}
+	if c, ok := r.Value[0][0].(*CellError); !ok || c.Message != `series "MSTF" not found; did you mean MSFT?` {
+		t.Fatalf("ES.Latest: %v", show(r.Value))
+	}
+}
