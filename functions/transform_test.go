@@ -271,3 +271,51 @@ func TestFrameTransforms(t *testing.T) {
 		t.Fatalf("frame rows %q, want %q", strings.Join(got, "|"), want)
 	}
 }
+
+// TestDocExamples: the examples of the new options in docs/functions.md, as printed
+// there (numbers rounded to 6 decimals), against the sample data.
+func TestDocExamples(t *testing.T) {
+	e := newEngine(t)
+	for _, c := range []struct {
+		args []any
+		want [][]any
+	}{
+		{[]any{"MSFT", "2000-02", "2000-04", "chg=diff"}, [][]any{{36557, -3.46}, {36586, 6.87}, {36617, -14.85}}},
+		{[]any{"MSFT", "2000-02", "2000-04", "chg=pct"}, [][]any{{36557, -8.691284}, {36586, 18.899587}, {36617, -34.359093}}},
+		{[]any{"MSFT", "2000-02", "2000-03", "chg=log"}, [][]any{{36557, -0.090924}, {36586, 0.173109}}},
+		{[]any{"MSFT", "2001-01", "2001-03", "yoy=diff"}, [][]any{{36892, -14.97}, {36923, -12.35}, {36951, -20.97}}},
+		{[]any{"Renewables", "2008", "2010", "yoy=pct"}, [][]any{{39448, 31.007752}, {39814, 68.836292}, {40179, 20.420561}}},
+		{[]any{"MSFT", "2000-03", "2000-05", "ma=3"}, [][]any{{36586, 39.793333}, {36617, 35.98}, {36647, 32.346667}}},
+		{[]any{"MSFT,IBM", "2000-01", "2000-03", "rebase=100"}, [][]any{{36526, 100, 100}, {36557, 91.308716, 91.633506}, {36586, 108.565687, 105.561082}}},
+		{[]any{"Renewables", "2016", "2017", "scale=0.001"}, [][]any{{42370, 21.241}, {42736, 21.933}}},
+		{[]any{"MSFT,GOOG", "2004-06", "2004-09", "fill=zero"}, [][]any{{38139, 23.44, 0}, {38169, 23.38, 0}, {38200, 22.47, 102.37}, {38231, 22.76, 129.6}}},
+		{[]any{"MSFT", "2000-01-31", "2000-02-04", "days=weekdays", "fill=prev"}, [][]any{{36556, 39.81}, {36557, 36.35}, {36558, 36.35}, {36559, 36.35}, {36560, 36.35}}},
+		{[]any{"MSFT,Renewables", "2010-01-04", "2010-01-08", "days=weekdays", "fill=prev"}, [][]any{
+			{40182, 28.05, 10308}, {40183, 28.05, 10308}, {40184, 28.05, 10308}, {40185, 28.05, 10308}, {40186, 28.05, 10308}}},
+		{[]any{"MSFT,Renewables", "2010-01", "2010-01", "headers=all"}, [][]any{
+			{"Date", "MSFT", "Renewables"}, {nil, "MSFT monthly price", "Iowa net generation: Renewables"}, {nil, "USD", "GWh"}, {40179, 28.05, 10308}}},
+	} {
+		r := e.Call("ES.Get", c.args)
+		if r.Err != nil {
+			t.Fatalf("%v: %v", c.args, r.Err)
+		}
+		ok := len(r.Value) == len(c.want)
+		for i := 0; ok && i < len(c.want); i++ {
+			ok = len(r.Value[i]) == len(c.want[i])
+			for j := 0; ok && j < len(c.want[i]); j++ {
+				switch w := c.want[i][j].(type) {
+				case int:
+					ok = r.Value[i][j] == float64(w)
+				case float64:
+					g, isNum := r.Value[i][j].(float64)
+					ok = isNum && math.Round(g*1e6)/1e6 == w
+				default:
+					ok = r.Value[i][j] == w
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("%v = %v, docs say %v", c.args, show(r.Value), c.want)
+		}
+	}
+}
