@@ -1,0 +1,278 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/energyscope/energyscope/localcache/format"
+)
+
+// Names fixed by the lake's layout (FORMAT.md, "The lake").
+const (
+	CatalogName = "energyscope"
+	Namespace   = "energyscope"
+	// Dir is the lake's directory under a server home; CatalogFile and
+	// WarehouseDir are inside it.
+	Dir          = "lake"
+	CatalogFile  = "catalog.db"
+	WarehouseDir = "warehouse"
+)
+
+// Sentinel errors; check them with errors.Is.
+var (
+	// ErrNoDataset: the catalog has no table for the dataset.
+	ErrNoDataset = errors.New("lake: no such dataset")
+	// ErrUnknownVintage: no vintage matches the reference (snapshot id,
+	// tag, iceberg snapshot id), or it has been expired.
+	ErrUnknownVintage = errors.New("lake: unknown vintage")
+	// ErrBeforeFirstVintage: an as-of time earlier than the first retained
+	// vintage.
+	ErrBeforeFirstVintage = errors.New("lake: as-of time before the first vintage")
+	// ErrNoServingIndex: the Iceberg snapshot carries no energyscope
+	// serving index (another engine wrote it, or its Puffin file is
+	// missing); see *NoServingIndexError.
+	ErrNoServingIndex = errors.New("lake: snapshot has no serving index")
+	// ErrBadSnapshot: the snapshot directory given to Publish is not a
+	// valid snapshot of that dataset.
+	ErrBadSnapshot = errors.New("lake: bad snapshot directory")
+	// ErrSchemaChanged: the dataset's period type differs from the
+	// table's (a daily dataset that became intraday, or back).
+	ErrSchemaChanged = errors.New("lake: period type differs from the table's")
+	// ErrConflict: Publish (or another commit) lost the race to
+	// concurrent writers more times than Options.MaxRetries.
+	ErrConflict = errors.New("lake: commit conflict, retries exhausted")
+	// ErrClosed: the Lake was closed.
+	ErrClosed = errors.New("lake: closed")
+)
+
+// NoServingIndexError names the snapshot without a serving index.
+type NoServingIndexError struct {
+	Dataset         string
+	IcebergSnapshot int64
+	Reason          string // e.g. "no statistics file", "puffin file missing"
+}
+
+func (e *NoServingIndexError) Error() string {
+	return fmt.Sprintf("lake: dataset %s, iceberg snapshot %d has no energyscope serving index (%s): it was not published by es (another engine's commit?)",
+		e.Dataset, e.IcebergSnapshot, e.Reason)
+}
+
+func (e *NoServingIndexError) Unwrap() error { return ErrNoServingIndex }
+
+// Options configure Open. The zero value with Home set is the embedded
+// default: a SQLite catalog at <Home>/lake/catalog.db and a file://
+// warehouse at <Home>/lake/warehouse.
+type Options struct {
+	// Home is the server home; required unless both CatalogURI and
+	// Warehouse are given.
+	Home string
+	// CatalogURI selects the catalog: "" for the embedded SQLite file,
+	// "sqlite:PATH" for another SQLite file, "postgres://..." or
+	// "postgresql://..." for a PostgreSQL database (through pgx),
+	// "http://..." or "https://..." for an Iceberg REST catalog.
+	CatalogURI string
+	// Warehouse is where data, manifests and Puffin files go:
+	// "file:///abs/path" or a plain absolute path. Default
+	// <Home>/lake/warehouse. (s3:// is not supported yet.)
+	Warehouse string
+	// MaxRetries bounds how often a commit that lost a race is rebuilt
+	// and retried. Default 20.
+	MaxRetries int
+	// RetryBackoff is the first backoff after a conflict; it doubles up
+	// to 64 times itself, with full jitter. Default 5 ms.
+	RetryBackoff time.Duration
+	// OrphanMinAge: Expire deletes unreferenced files only when they
+	// are older than this (younger ones may belong to a publish in
+	// flight). Default 1 hour.
+	OrphanMinAge time.Duration
+	// BatchRows is the number of rows per Arrow batch handed to the
+	// Parquet writer. Default 1 << 18.
+	BatchRows int
+	// Logger receives warnings (a losing attempt's cleanup that failed).
+	// nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the options of the embedded default for home.
+func DefaultOptions(home string) Options {
+	o := Options{Home: home}
+	o.EnsureDefaults()
+	return o
+}
+
+// EnsureDefaults fills unset fields.
+func (o *Options) EnsureDefaults() {
+	if o.MaxRetries <= 0 {
+		o.MaxRetries = 20
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 5 * time.Millisecond
+	}
+	if o.OrphanMinAge <= 0 {
+		o.OrphanMinAge = time.Hour
+	}
+	if o.BatchRows <= 0 {
+		o.BatchRows = 1 << 18
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Validate checks a copy with defaults filled in.
+func (o Options) Validate() error {
+	if o.Home == "" && (o.CatalogURI == "" || o.Warehouse == "") {
+		return errors.New("lake: Options.Home is required unless CatalogURI and Warehouse are both set")
+	}
+	if o.Warehouse != "" {
+		u, err := url.Parse(o.Warehouse)
+		if err != nil {
+			return fmt.Errorf("lake: warehouse %q: %w", o.Warehouse, err)
+		}
+		switch {
+		case u.Scheme == "file", u.Scheme == "" && filepath.IsAbs(o.Warehouse):
+		default:
+			return fmt.Errorf("lake: warehouse %q: want file:///path or an absolute path (s3:// is not supported yet)", o.Warehouse)
+		}
+	}
+	return nil
+}
+
+// Lake is an open catalog and warehouse. It is safe for concurrent use;
+// several Lakes (in one process or several) may share a catalog: commits
+// are compare-and-swap on the table's main branch.
+type Lake struct {
+	opts      Options
+	cat       catalog.Catalog
+	warehouse string // URI (file:///...)
+	ns        table.Identifier
+}
+
+// Open opens (creating if needed) the catalog and the namespace.
+func Open(ctx context.Context, o Options) (*Lake, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	registerSyncFS()
+	wh := o.Warehouse
+	if wh == "" {
+		wh = filepath.Join(o.Home, Dir, WarehouseDir)
+	}
+	if u, err := url.Parse(wh); err == nil && u.Scheme == "" {
+		abs, err := filepath.Abs(wh)
+		if err != nil {
+			return nil, err
+		}
+		wh = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
+	}
+	if p := localPathOf(wh); strings.HasPrefix(wh, "file:") {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, fmt.Errorf("lake: warehouse: %w", err)
+		}
+		if err := syncParents(filepath.Join(p, ".")); err != nil {
+			return nil, err
+		}
+	}
+	props, err := catalogProps(o, wh)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalog.Load(ctx, CatalogName, props)
+	if err != nil {
+		return nil, fmt.Errorf("lake: open catalog: %w", err)
+	}
+	l := &Lake{opts: o, cat: cat, warehouse: wh, ns: catalog.ToIdentifier(Namespace)}
+	if err := cat.CreateNamespace(ctx, l.ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		l.Close()
+		return nil, fmt.Errorf("lake: create namespace: %w", err)
+	}
+	return l, nil
+}
+
+// catalogProps maps Options to iceberg-go catalog properties.
+func catalogProps(o Options, warehouse string) (iceberg.Properties, error) {
+	uri := o.CatalogURI
+	sqlite := func(path string) (iceberg.Properties, error) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("lake: catalog: %w", err)
+		}
+		// WAL with synchronous=FULL: a commit is durable when it returns;
+		// busy_timeout lets several processes share the file.
+		dsn := "file:" + filepath.ToSlash(path) + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
+		return iceberg.Properties{
+			"type":                "sql",
+			"uri":                 dsn,
+			sqlcat.DriverKey:      sqliteshim.ShimName,
+			sqlcat.DialectKey:     string(sqlcat.SQLite),
+			"warehouse":           warehouse,
+			"init_catalog_tables": "true",
+		}, nil
+	}
+	switch {
+	case uri == "":
+		return sqlite(filepath.Join(o.Home, Dir, CatalogFile))
+	case strings.HasPrefix(uri, "sqlite:"):
+		return sqlite(strings.TrimPrefix(uri, "sqlite:"))
+	case strings.HasPrefix(uri, "postgres://"), strings.HasPrefix(uri, "postgresql://"):
+		return postgresProps(uri, warehouse)
+	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
+		return restProps(uri, warehouse)
+	}
+	return nil, fmt.Errorf("lake: catalog URI %q: want postgres://..., http(s)://... (REST) or sqlite:PATH", uri)
+}
+
+// Close releases the catalog.
+func (l *Lake) Close() error {
+	if c, ok := l.cat.(catalog.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// Warehouse is the warehouse URI.
+func (l *Lake) Warehouse() string { return l.warehouse }
+
+// Catalog exposes the iceberg-go catalog (tests and tools that read the
+// lake with iceberg-go's own scan).
+func (l *Lake) Catalog() catalog.Catalog { return l.cat }
+
+// Identifier is the table identifier of dataset.
+func (l *Lake) Identifier(dataset string) table.Identifier {
+	return catalog.ToIdentifier(Namespace, dataset)
+}
+
+// load loads a dataset's table; ErrNoDataset if there is none.
+func (l *Lake) load(ctx context.Context, dataset string) (*table.Table, error) {
+	if err := format.ValidDatasetName(dataset); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoDataset, err)
+	}
+	t, err := l.cat.LoadTable(ctx, l.Identifier(dataset))
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return nil, fmt.Errorf("%w: %s", ErrNoDataset, dataset)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lake: load %s: %w", dataset, err)
+	}
+	return t, nil
+}
+
+// Table loads a dataset's Iceberg table (for readers using iceberg-go's
+// own scan).
+func (l *Lake) Table(ctx context.Context, dataset string) (*table.Table, error) {
+	return l.load(ctx, dataset)
+}

@@ -1,0 +1,366 @@
+package lake
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/energyscope/energyscope/localcache/format"
+)
+
+// Publish makes the snapshot in snapshotDir (a finished, immutable
+// snapshot directory of dataset, FORMAT.md) the dataset's current vintage
+// in ONE Iceberg commit: an overwrite snapshot whose Parquet data files
+// replace the table's contents (copy-on-write, no delete files) and whose
+// statistics file is the Puffin file of the serving artifacts, registered
+// in the same metadata swap. The table is created on first publish.
+//
+// Concurrent publishers (in this process or others sharing the catalog)
+// are serialized by a compare-and-swap on the main branch: a publish pins
+// its parent, and a lost race is rebuilt on the new parent and retried
+// with jittered backoff (at most Options.MaxRetries times, then
+// ErrConflict). A losing attempt's files (data, manifests, manifest list,
+// Puffin, metadata) are deleted, so no orphan is left.
+func (l *Lake) Publish(ctx context.Context, dataset, snapshotDir string) (Vintage, error) {
+	if err := format.ValidDatasetName(dataset); err != nil {
+		return Vintage{}, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	src, err := readSnapshot(snapshotDir)
+	if err != nil {
+		return Vintage{}, err
+	}
+	defer src.close()
+	if src.m.Dataset != dataset {
+		return Vintage{}, fmt.Errorf("%w: %s holds dataset %q, not %q", ErrBadSnapshot, snapshotDir, src.m.Dataset, dataset)
+	}
+	t, err := l.loadOrCreate(ctx, dataset, src.m.PeriodType)
+	if err != nil {
+		return Vintage{}, err
+	}
+	return l.commitRetrying(ctx, dataset, t, func(t *table.Table) (*attempt, error) {
+		return l.publishAttempt(ctx, t, src)
+	})
+}
+
+// readSnapshot reads a snapshot directory's manifest and files, checks
+// every file's SHA-256 against the manifest, and opens the readers.
+func readSnapshot(dir string) (*source, error) {
+	m, err := format.ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadSnapshot, dir, err)
+	}
+	mb, err := os.ReadFile(filepath.Join(dir, format.ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	s := &source{m: m, files: map[string][]byte{format.ManifestFile: mb}}
+	for _, fi := range m.Files {
+		b, err := os.ReadFile(filepath.Join(dir, fi.Name))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+		}
+		sum := sha256.Sum256(b)
+		if int64(len(b)) != fi.Size || hex.EncodeToString(sum[:]) != fi.SHA256 {
+			return nil, fmt.Errorf("%w: %s/%s does not match its manifest entry (size %d, want %d, or SHA-256)", ErrBadSnapshot, dir, fi.Name, len(b), fi.Size)
+		}
+		s.files[fi.Name] = b
+	}
+	if err := s.open(); err != nil {
+		s.close()
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadSnapshot, dir, err)
+	}
+	return s, nil
+}
+
+// loadOrCreate loads the dataset's table, creating it for period type pt,
+// and checks the period type.
+func (l *Lake) loadOrCreate(ctx context.Context, dataset string, pt format.PeriodType) (*table.Table, error) {
+	ident := l.Identifier(dataset)
+	t, err := l.cat.LoadTable(ctx, ident)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		t, err = l.cat.CreateTable(ctx, ident, icebergSchema(pt), catalog.WithProperties(iceberg.Properties{
+			"format-version":                  "2",
+			"write.parquet.compression-codec": "zstd",
+			"energyscope.dataset":             dataset,
+		}))
+		if errors.Is(err, catalog.ErrTableAlreadyExists) {
+			t, err = l.cat.LoadTable(ctx, ident)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lake: table %s: %w", dataset, err)
+	}
+	if got, ok := periodTypeOf(t.Schema()); !ok || got != pt {
+		return nil, fmt.Errorf("%w: dataset %s: table has %q, snapshot has %q", ErrSchemaChanged, dataset, got, pt)
+	}
+	return t, nil
+}
+
+// attempt is one staged commit: the transaction, the new snapshot, the
+// extra updates (statistics) and every file it wrote, for cleanup.
+type attempt struct {
+	txn     *table.Transaction
+	staged  *table.StagedTable
+	snap    *table.Snapshot
+	updates []table.Update
+	puffin  string // Puffin location, "" if none written
+}
+
+// publishAttempt stages an overwrite of t's contents with src's rows and
+// writes the Puffin file for the staged snapshot.
+func (l *Lake) publishAttempt(ctx context.Context, t *table.Table, src *source) (*attempt, error) {
+	txn := t.NewTransaction()
+	if err := txn.AssertRefSnapshotID(table.MainBranch); err != nil {
+		return nil, err
+	}
+	props := iceberg.Properties{
+		SummarySnapshot:  src.m.SnapshotID,
+		SummaryEpoch:     strconv.FormatUint(src.m.Epoch, 10),
+		SummaryCoversSeq: strconv.FormatUint(src.m.CoversThroughSeq, 10),
+		SummaryRows:      strconv.FormatInt(src.m.Rows, 10),
+	}
+	rdr := array.ReaderFromIter(arrowSchema(src.m.PeriodType), src.batches(l.opts.BatchRows))
+	defer rdr.Release()
+	if err := txn.Overwrite(ctx, rdr, props, table.WithOverwriteConcurrency(1)); err != nil {
+		return nil, fmt.Errorf("lake: write data files: %w", err)
+	}
+	a, err := stage(txn)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := writableFS(ctx, t)
+	if err != nil {
+		return a, err
+	}
+	sf, loc, err := writePuffin(fs, t.Location(), a.snap, src)
+	if err != nil {
+		return a, err
+	}
+	a.puffin = loc
+	a.updates = append(a.updates, table.NewSetStatisticsUpdate(sf))
+	return a, nil
+}
+
+func stage(txn *table.Transaction) (*attempt, error) {
+	st, err := txn.StagedTable()
+	if err != nil {
+		return nil, err
+	}
+	snap := st.CurrentSnapshot()
+	if snap == nil {
+		return nil, errors.New("lake: staged table has no snapshot")
+	}
+	return &attempt{txn: txn, staged: st, snap: snap}, nil
+}
+
+func writableFS(ctx context.Context, t *table.Table) (iceio.WriteFileIO, error) {
+	fs, err := t.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w, ok := fs.(iceio.WriteFileIO)
+	if !ok {
+		return nil, fmt.Errorf("lake: warehouse IO %T is read-only", fs)
+	}
+	return w, nil
+}
+
+// commitRetrying runs build on the latest table and commits its attempt,
+// retrying on a lost race. It returns the committed vintage.
+func (l *Lake) commitRetrying(ctx context.Context, dataset string, t *table.Table, build func(*table.Table) (*attempt, error)) (Vintage, error) {
+	backoff := l.opts.RetryBackoff
+	for try := 0; ; try++ {
+		a, err := build(t)
+		if errors.Is(err, errNothingToDo) {
+			return vintageByID(t, headID(t))
+		}
+		if err != nil {
+			l.cleanup(ctx, t, a, nil)
+			return Vintage{}, err
+		}
+		fresh, committed, err := l.commit(ctx, dataset, t, a)
+		if committed {
+			if v, err := vintageByID(fresh, a.snap.SnapshotID); err == nil {
+				return v, nil
+			}
+			return Vintage{IcebergSnapshot: a.snap.SnapshotID}, nil
+		}
+		if fresh == nil {
+			return Vintage{}, err
+		}
+		conflict := errors.Is(err, table.ErrCommitFailed) || headID(fresh) != headID(t) || isBusy(err)
+		if !conflict {
+			return Vintage{}, fmt.Errorf("lake: commit %s: %w", dataset, err)
+		}
+		if try >= l.opts.MaxRetries {
+			return Vintage{}, fmt.Errorf("%w: dataset %s after %d attempts: %w", ErrConflict, dataset, try+1, err)
+		}
+		l.opts.Logger.Debug("lake: commit lost a race; rebuilding", "dataset", dataset, "attempt", try+1, "err", err)
+		sleepJitter(ctx, backoff)
+		if err := ctx.Err(); err != nil {
+			return Vintage{}, err
+		}
+		backoff = min(backoff*2, l.opts.RetryBackoff*64)
+		t = fresh
+	}
+}
+
+// commit swaps the metadata in one catalog commit: the transaction's
+// updates (the new snapshot, the main ref) plus a.updates (statistics)
+// under the transaction's requirements (the pinned parent). On failure it
+// reloads the table: if the new snapshot is the head after all, the
+// commit happened; otherwise the attempt's files are deleted and the
+// fresh table is returned for a retry (nil if it cannot be loaded).
+func (l *Lake) commit(ctx context.Context, dataset string, base *table.Table, a *attempt) (fresh *table.Table, committed bool, err error) {
+	tc, err := a.txn.TableCommit()
+	if err == nil {
+		_, _, err = l.cat.CommitTable(ctx, l.Identifier(dataset), tc.Requirements, append(tc.Updates, a.updates...))
+	}
+	fresh, lerr := l.cat.LoadTable(ctx, l.Identifier(dataset))
+	if err == nil {
+		a.txn.MarkCommitted()
+		if lerr != nil {
+			return nil, true, nil
+		}
+		return fresh, true, nil
+	}
+	if lerr != nil {
+		// Unknown outcome: keep the files (they may be referenced).
+		return nil, false, fmt.Errorf("lake: commit %s: %w (and reloading: %v)", dataset, err, lerr)
+	}
+	if headID(fresh) == a.snap.SnapshotID {
+		a.txn.MarkCommitted()
+		return fresh, true, nil
+	}
+	l.cleanup(ctx, base, a, fresh)
+	return fresh, false, err
+}
+
+func randN(n int64) int64 { return rand.Int64N(n) }
+
+func headID(t *table.Table) int64 {
+	if s := t.CurrentSnapshot(); s != nil {
+		return s.SnapshotID
+	}
+	return 0
+}
+
+func isBusy(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "SQLITE_BUSY") || strings.Contains(s, "database is locked")
+}
+
+// cleanup deletes what a losing attempt wrote: its Puffin file, the
+// manifest list of its snapshot, the manifests it added and the data
+// files they added, and any metadata file the catalog wrote for it
+// (metadata files of versions after base's up to fresh's that fresh does
+// not reference: no commit can ever point at them any more).
+func (l *Lake) cleanup(ctx context.Context, base *table.Table, a *attempt, fresh *table.Table) {
+	if a == nil {
+		return
+	}
+	fs, err := writableFS(ctx, base)
+	if err != nil {
+		return
+	}
+	var doomed []string
+	if a.puffin != "" {
+		doomed = append(doomed, a.puffin)
+	}
+	if a.snap != nil {
+		doomed = append(doomed, a.snap.ManifestList)
+		mans, err := a.snap.Manifests(fs)
+		if err != nil {
+			l.opts.Logger.Warn("lake: cleanup: read manifests", "err", err)
+		}
+		for _, m := range mans {
+			if m.SnapshotID() != a.snap.SnapshotID {
+				continue
+			}
+			doomed = append(doomed, m.FilePath())
+			for e, err := range m.Entries(fs, false) {
+				if err != nil {
+					l.opts.Logger.Warn("lake: cleanup: read manifest", "manifest", m.FilePath(), "err", err)
+					break
+				}
+				if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == a.snap.SnapshotID {
+					doomed = append(doomed, e.DataFile().FilePath())
+				}
+			}
+		}
+	}
+	if fresh != nil {
+		doomed = append(doomed, deadMetadataFiles(fs, base, fresh)...)
+	}
+	for _, p := range doomed {
+		if err := fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			l.opts.Logger.Warn("lake: cleanup of a losing attempt", "file", p, "err", err)
+		}
+	}
+}
+
+// metadataVersion parses NNNNN from ".../NNNNN-<uuid>.metadata.json".
+func metadataVersion(loc string) (int, bool) {
+	name := path.Base(loc)
+	if !strings.HasSuffix(name, ".metadata.json") {
+		return 0, false
+	}
+	i := strings.IndexByte(name, '-')
+	if i <= 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(name[:i])
+	return n, err == nil
+}
+
+// deadMetadataFiles lists metadata files with versions in (base, fresh]
+// that fresh does not reference.
+func deadMetadataFiles(fs iceio.IO, base, fresh *table.Table) []string {
+	lo, ok1 := metadataVersion(base.MetadataLocation())
+	hi, ok2 := metadataVersion(fresh.MetadataLocation())
+	lister, ok3 := fs.(iceio.ListableIO)
+	if !ok1 || !ok2 || !ok3 {
+		return nil
+	}
+	live := map[string]bool{fresh.MetadataLocation(): true}
+	for e := range fresh.Metadata().PreviousFiles() {
+		live[e.MetadataFile] = true
+	}
+	dir := path.Dir(fresh.MetadataLocation())
+	var out []string
+	lister.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			if d != nil && d.IsDir() && p != dir && localPathOf(p) != localPathOf(dir) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		v, ok := metadataVersion(p)
+		if !ok || v <= lo || v > hi {
+			return nil
+		}
+		full := dir + "/" + path.Base(p)
+		if !live[full] {
+			out = append(out, full)
+		}
+		return nil
+	})
+	return out
+}

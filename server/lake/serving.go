@@ -1,0 +1,220 @@
+package lake
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/apache/iceberg-go/puffin"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	iceio "github.com/apache/iceberg-go/io"
+
+	"github.com/energyscope/energyscope/localcache/format"
+)
+
+// The serving index of a vintage is one Puffin file registered as the
+// statistics file of its Iceberg snapshot (FORMAT.md, "The lake").
+const (
+	// PageSize is the alignment of every artifact blob in the Puffin
+	// file, so that each can be memory-mapped in place.
+	PageSize = 4096
+
+	BlobManifest = "energyscope-manifest-v1"
+	BlobHash     = "energyscope-index-hash-v1"
+	BlobIndex    = "energyscope-index-v1"
+	BlobData     = "energyscope-data-v1"
+	BlobTail     = "energyscope-tail-v1"
+	// BlobPadding fills the gap before an artifact blob; readers skip it.
+	BlobPadding = "energyscope-padding-v1"
+
+	// Blob properties.
+	PropFile   = "file"   // the artifact's file name in a snapshot directory
+	PropSHA256 = "sha256" // hex SHA-256 of the blob (as in manifest.json)
+
+	// Snapshot summary keys.
+	SummarySnapshot   = "energyscope.snapshot-id"
+	SummaryEpoch      = "energyscope.epoch"
+	SummaryCoversSeq  = "energyscope.covers-through-seq"
+	SummaryRows       = "energyscope.rows"
+	SummaryRollbackOf = "energyscope.rollback-of" // iceberg snapshot id a rollback restored
+
+	createdBy = "energyscope lake 1"
+)
+
+// artifactBlobs lists the snapshot files in Puffin order: small first.
+var artifactBlobs = []struct{ file, blob string }{
+	{format.ManifestFile, BlobManifest},
+	{format.HashFile, BlobHash},
+	{format.IndexFile, BlobIndex},
+	{format.DataFile, BlobData},
+	{format.TailFile, BlobTail},
+}
+
+func blobTypeOf(file string) string {
+	for _, a := range artifactBlobs {
+		if a.file == file {
+			return a.blob
+		}
+	}
+	return ""
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// writePuffin writes the serving artifacts of src as a Puffin file under
+// the table's metadata directory, for Iceberg snapshot snap, and returns
+// the statistics file to register and the file's location. Every artifact
+// blob starts on a PageSize boundary (padding blobs fill the gaps).
+func writePuffin(fs iceio.WriteFileIO, tableLocation string, snap *table.Snapshot, src *source) (table.StatisticsFile, string, error) {
+	loc := fmt.Sprintf("%s/metadata/es-serving-%d-%s.puffin", tableLocation, snap.SnapshotID, uuid.NewString())
+	f, err := fs.Create(loc)
+	if err != nil {
+		return table.StatisticsFile{}, "", err
+	}
+	sf, err := writePuffinTo(f, loc, snap, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fs.Remove(loc)
+		return table.StatisticsFile{}, "", fmt.Errorf("write serving index: %w", err)
+	}
+	return sf, loc, nil
+}
+
+func writePuffinTo(f io.Writer, loc string, snap *table.Snapshot, src *source) (table.StatisticsFile, error) {
+	cw := &countingWriter{w: f}
+	w, err := puffin.NewWriter(cw)
+	if err != nil {
+		return table.StatisticsFile{}, err
+	}
+	if err := w.SetCreatedBy(createdBy); err != nil {
+		return table.StatisticsFile{}, err
+	}
+	if err := w.AddProperties(map[string]string{SummarySnapshot: src.m.SnapshotID, "dataset": src.m.Dataset}); err != nil {
+		return table.StatisticsFile{}, err
+	}
+	fields := []int32{fieldSeriesID, fieldPeriod, fieldValue}
+	sf := table.StatisticsFile{SnapshotID: snap.SnapshotID, StatisticsPath: loc}
+	for _, a := range artifactBlobs {
+		b, ok := src.files[a.file]
+		if !ok {
+			continue
+		}
+		if pad := (PageSize - cw.n%PageSize) % PageSize; pad != 0 {
+			if _, err := w.AddBlob(puffin.BlobMetadataInput{Type: BlobPadding, SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: []int32{}}, make([]byte, pad)); err != nil {
+				return table.StatisticsFile{}, err
+			}
+		}
+		sum := sha256.Sum256(b)
+		props := map[string]string{PropFile: a.file, PropSHA256: hex.EncodeToString(sum[:])}
+		if _, err := w.AddBlob(puffin.BlobMetadataInput{Type: puffin.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: props}, b); err != nil {
+			return table.StatisticsFile{}, err
+		}
+		sf.BlobMetadata = append(sf.BlobMetadata, table.BlobMetadata{Type: table.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: props})
+	}
+	footerStart := cw.n
+	if err := w.Finish(); err != nil {
+		return table.StatisticsFile{}, err
+	}
+	sf.FileSizeInBytes = cw.n
+	sf.FileFooterSizeInBytes = cw.n - footerStart
+	return sf, nil
+}
+
+// Blob is one serving artifact inside a vintage's Puffin file.
+type Blob struct {
+	File   string // name in a snapshot directory (manifest.json, data.arrow, ...)
+	Type   string // Puffin blob type
+	Offset int64  // byte offset in the Puffin file, a multiple of PageSize
+	Length int64
+	SHA256 string
+}
+
+// ServingIndex locates a vintage's serving artifacts.
+type ServingIndex struct {
+	Vintage Vintage
+	// Location is the Puffin file's URI; Path the local path when the
+	// warehouse is file:// (empty otherwise).
+	Location string
+	Path     string
+	Size     int64
+	Blobs    []Blob
+}
+
+// Blob returns the artifact named file, or false.
+func (s *ServingIndex) Blob(file string) (Blob, bool) {
+	for _, b := range s.Blobs {
+		if b.File == file {
+			return b, true
+		}
+	}
+	return Blob{}, false
+}
+
+// readFooter reads the Puffin footer of the statistics file and returns
+// the artifact blobs. Padding and unknown blob types are skipped; every
+// artifact must carry its file name and SHA-256, the manifest, index,
+// hash and data must be present, and offsets must be page-aligned.
+func readFooter(fs iceio.IO, loc string, v Vintage) ([]Blob, int64, error) {
+	f, err := fs.Open(loc)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	r, err := puffin.NewReader(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []Blob
+	seen := map[string]bool{}
+	for _, b := range r.Blobs() {
+		if b.Type == BlobPadding || b.Properties[PropFile] == "" {
+			continue
+		}
+		file := b.Properties[PropFile]
+		if blobTypeOf(file) != string(b.Type) {
+			return nil, 0, fmt.Errorf("blob %s for file %q: unknown artifact", b.Type, file)
+		}
+		if b.Offset%PageSize != 0 {
+			return nil, 0, fmt.Errorf("blob %s at offset %d: not page-aligned", b.Type, b.Offset)
+		}
+		if b.CompressionCodec != nil && *b.CompressionCodec != "" {
+			return nil, 0, fmt.Errorf("blob %s: compressed (%s)", b.Type, *b.CompressionCodec)
+		}
+		if seen[file] {
+			return nil, 0, fmt.Errorf("file %q twice", file)
+		}
+		seen[file] = true
+		out = append(out, Blob{File: file, Type: string(b.Type), Offset: b.Offset, Length: b.Length, SHA256: b.Properties[PropSHA256]})
+	}
+	for _, need := range []string{format.ManifestFile, format.IndexFile, format.HashFile, format.DataFile} {
+		if !seen[need] {
+			return nil, 0, fmt.Errorf("no %s blob", need)
+		}
+	}
+	return out, st.Size(), nil
+}
+
+func parseUint(props map[string]string, key string) uint64 {
+	n, _ := strconv.ParseUint(props[key], 10, 64)
+	return n
+}
