@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -157,6 +158,7 @@ func (o Options) Validate() error {
 // are compare-and-swap on the table's main branch.
 type Lake struct {
 	opts      Options
+	metrics   struct{ commits, conflicts, cleaned atomic.Int64 }
 	cat       catalog.Catalog
 	warehouse string // URI (file:///...)
 	ns        table.Identifier
@@ -234,6 +236,18 @@ func catalogProps(o Options, warehouse string) (iceberg.Properties, error) {
 		return restProps(uri, warehouse)
 	}
 	return nil, fmt.Errorf("lake: catalog URI %q: want postgres://..., http(s)://... (REST) or sqlite:PATH", uri)
+}
+
+// Metrics counts what this Lake did since Open.
+type Metrics struct {
+	Commits      int64 // commits that landed (publish, rollback)
+	Conflicts    int64 // attempts that lost a race and were rebuilt
+	FilesCleaned int64 // files of losing attempts deleted
+}
+
+// Metrics returns a snapshot of the counters.
+func (l *Lake) Metrics() Metrics {
+	return Metrics{Commits: l.metrics.commits.Load(), Conflicts: l.metrics.conflicts.Load(), FilesCleaned: l.metrics.cleaned.Load()}
 }
 
 // Close releases the catalog.

@@ -194,6 +194,7 @@ func (l *Lake) commitRetrying(ctx context.Context, dataset string, t *table.Tabl
 		}
 		fresh, committed, err := l.commit(ctx, dataset, t, a)
 		if committed {
+			l.metrics.commits.Add(1)
 			if v, err := vintageByID(fresh, a.snap.SnapshotID); err == nil {
 				return v, nil
 			}
@@ -209,6 +210,7 @@ func (l *Lake) commitRetrying(ctx context.Context, dataset string, t *table.Tabl
 		if try >= l.opts.MaxRetries {
 			return Vintage{}, fmt.Errorf("%w: dataset %s after %d attempts: %w", ErrConflict, dataset, try+1, err)
 		}
+		l.metrics.conflicts.Add(1)
 		l.opts.Logger.Debug("lake: commit lost a race; rebuilding", "dataset", dataset, "attempt", try+1, "err", err)
 		sleepJitter(ctx, backoff)
 		if err := ctx.Err(); err != nil {
@@ -312,6 +314,8 @@ func (l *Lake) cleanup(ctx context.Context, base *table.Table, a *attempt, fresh
 	for _, p := range doomed {
 		if err := fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.opts.Logger.Warn("lake: cleanup of a losing attempt", "file", p, "err", err)
+		} else if err == nil {
+			l.metrics.cleaned.Add(1)
 		}
 	}
 }
@@ -339,27 +343,31 @@ func deadMetadataFiles(fs iceio.IO, base, fresh *table.Table) []string {
 	if !ok1 || !ok2 || !ok3 {
 		return nil
 	}
-	live := map[string]bool{fresh.MetadataLocation(): true}
+	// Compare local paths or URIs with the scheme kept: path.Dir would
+	// fold "file:///a" into "file:/a" and miss a live file.
+	norm := func(p string) string { return localPathOf(p) }
+	live := map[string]bool{norm(fresh.MetadataLocation()): true}
 	for e := range fresh.Metadata().PreviousFiles() {
-		live[e.MetadataFile] = true
+		live[norm(e.MetadataFile)] = true
 	}
-	dir := path.Dir(fresh.MetadataLocation())
+	loc := fresh.MetadataLocation()
+	dir := loc[:strings.LastIndexByte(loc, '/')]
 	var out []string
 	lister.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			if d != nil && d.IsDir() && p != dir && localPathOf(p) != localPathOf(dir) {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			if norm(p) != norm(dir) {
 				return filepath.SkipDir
 			}
 			return nil
 		}
 		v, ok := metadataVersion(p)
-		if !ok || v <= lo || v > hi {
+		if !ok || v <= lo || v > hi || live[norm(p)] {
 			return nil
 		}
-		full := dir + "/" + path.Base(p)
-		if !live[full] {
-			out = append(out, full)
-		}
+		out = append(out, p)
 		return nil
 	})
 	return out
