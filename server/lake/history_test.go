@@ -22,8 +22,9 @@ import (
 
 // referencedFiles lists every file the table's metadata references: the
 // current metadata file and the metadata log, and for every retained
-// snapshot its manifest list, manifests, their data files and its
-// statistics file, as local paths.
+// snapshot its manifest list, manifests, their live data files (a
+// DELETED entry only records a removal) and its statistics file, as
+// local paths.
 func referencedFiles(t testing.TB, tbl *table.Table) []string {
 	t.Helper()
 	fs, err := tbl.FS(context.Background())
@@ -49,7 +50,7 @@ func referencedFiles(t testing.TB, tbl *table.Table) []string {
 		}
 		for _, m := range mans {
 			add(m.FilePath())
-			for e, err := range m.Entries(fs, false) {
+			for e, err := range m.Entries(fs, true) {
 				if err != nil {
 					t.Fatal(err)
 				}
