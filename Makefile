@@ -20,6 +20,8 @@ vet:
 
 unit:
 	$(GO) test -count=1 ./...
+	# DuckDB (cgo, in the bench module) reads the lake's data files.
+	cd bench && $(GO) test -count=1 ./lakecheck/
 
 race:
 	$(GO) test -count=1 -race ./localcache/...
