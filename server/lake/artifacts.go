@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/energyscope/energyscope/internal/fileutil"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -99,15 +100,15 @@ func (l *Lake) Extract(ctx context.Context, dataset string, v Vintage, dir strin
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	if err := format.SyncDir(tmp); err != nil {
+	if err := fileutil.SyncDir(tmp); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := fileutil.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	return m, format.SyncDir(parent)
+	return m, nil
 }
 
 func extractTo(ctx context.Context, t *table.Table, si *ServingIndex, dir string) (*format.Manifest, error) {
@@ -153,13 +154,11 @@ func copyBlob(r io.ReaderAt, b Blob, path string) error {
 	if err == nil && n != b.Length {
 		err = io.ErrUnexpectedEOF
 	}
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		out.Close()
+		return err
+	}
+	if err := fileutil.SyncClose(out); err != nil {
 		return err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != b.SHA256 {

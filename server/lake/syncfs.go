@@ -10,7 +10,7 @@ import (
 
 	iceio "github.com/apache/iceberg-go/io"
 
-	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // iceberg-go's LocalFS never fsyncs: a crash after the catalog commit
@@ -112,11 +112,7 @@ func localPathOf(name string) string {
 type syncFile struct{ *os.File }
 
 func (f *syncFile) Close() error {
-	err := f.File.Sync()
-	if cerr := f.File.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := fileutil.SyncClose(f.File); err != nil {
 		return err
 	}
 	noteSynced(f.Name())
@@ -127,7 +123,7 @@ func (f *syncFile) Close() error {
 // parent of every directory not yet known durable.
 func syncParents(path string) error {
 	dir := filepath.Dir(path)
-	if err := format.SyncDir(dir); err != nil {
+	if err := fileutil.SyncDir(dir); err != nil {
 		return err
 	}
 	noteSynced(dir)
@@ -139,7 +135,7 @@ func syncParents(path string) error {
 		if parent == dir {
 			return nil
 		}
-		if err := format.SyncDir(parent); err != nil {
+		if err := fileutil.SyncDir(parent); err != nil {
 			return err
 		}
 		noteSynced(parent)
