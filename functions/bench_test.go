@@ -29,7 +29,10 @@ func synthSource(n int) *memSource {
 // BenchmarkGetBatch is the add-in's batch: 1000 calls of ES.Get over one year of a daily
 // series each. It reports the cost per call, which includes the Source's copy.
 func BenchmarkGetBatch(b *testing.B) {
-	for _, opts := range []string{"", "per=M;agg=avg", "headers=y;order=desc"} {
+	// The transforms and calendars against the plain call, in the same run: each pays a
+	// second fetch for its look-back before the start.
+	for _, opts := range []string{"", "per=M;agg=avg", "headers=y;order=desc",
+		"chg=pct", "ma=20", "yoy=pct", "days=weekdays;fill=prev", "fill=prev;chg=diff;rebase=100"} {
 		b.Run(fmt.Sprintf("opts=%q", opts), func(b *testing.B) {
 			e := &Engine{Src: synthSource(1000), Now: func() time.Time { return testNow }}
 			calls := make([][]any, 1000)

@@ -135,12 +135,17 @@ func transform(p []int64, v []float64, o *Options, start int64) {
 	}
 	if o.YoY != ChangeNone {
 		in := slices.Clone(v)
+		k := 0 // the first point after the target date, which only moves forward
 		for i, x := range in {
 			if !finiteValue(x) {
 				v[i] = math.NaN()
 				continue
 			}
-			v[i] = change(o.YoY, x, yearAgo(p, in, i))
+			target := yearBefore(p[i])
+			for k < i && p[k] <= target {
+				k++
+			}
+			v[i] = change(o.YoY, x, yearAgo(p, in, k, target))
 		}
 	}
 	if o.MA > 1 {
@@ -187,16 +192,12 @@ func change(c Change, x, earlier float64) float64 {
 	return r
 }
 
-// yearAgo is the value of the same period a year before point i: the latest finite
-// value dated at most a year before p[i] and less than a week before that (so a
-// weekday a year ago that fell on a weekend takes the Friday, and a weekly series the
-// week holding that date); NaN if there is none.
-func yearAgo(p []int64, v []float64, i int) float64 {
-	target := yearBefore(p[i])
-	k, found := slices.BinarySearch(p[:i], target)
-	if found {
-		k++
-	}
+// yearAgo is the value of the same period a year before a point, given target, the
+// point's date moved back a year, and k, the index of the first date after target: the
+// latest finite value dated at most target and less than a week before it (so a weekday
+// a year ago that fell on a weekend takes the Friday, and a weekly series the week
+// holding that date); NaN if there is none.
+func yearAgo(p []int64, v []float64, k int, target int64) float64 {
 	for k--; k >= 0 && p[k] > target-week; k-- {
 		if finiteValue(v[k]) {
 			return v[k]
