@@ -403,14 +403,22 @@ const minRecord = 1 + 1 + 1 + 8 + 1 + 1
 // segment, checksum right, payload decoding to at least one record)
 // starts at any offset after from. A torn tail holds none: it is part of
 // one frame, whose own header is at from. Finding one means the damage
-// at from has intact data after it, which a crash cannot produce.
+// at from has intact data after it, which a crash cannot produce. When
+// the search runs out of budget (nextIntactFrame) it answers true, which
+// refuses the open rather than cut what it could not classify.
+func intactFrameAfter(b []byte, from int) bool {
+	p, exhausted := nextIntactFrame(b, from)
+	return p >= 0 || exhausted
+}
+
+// nextIntactFrame returns the first offset after from at which an intact
+// frame holding at least one record starts, or -1.
 //
 // The search looks at every offset, so it is bounded: payloads are
 // checksummed only when their record count is plausible for their
-// length, and after checksumming more than a budget of bytes (an
-// adversarial tail) it gives up and answers true, which refuses the
-// open rather than cut what it could not classify.
-func intactFrameAfter(b []byte, from int) bool {
+// length, and after checksumming more than 64 MiB plus 16 bytes per byte
+// searched (an adversarial tail) it gives up and reports exhausted.
+func nextIntactFrame(b []byte, from int) (pos int, exhausted bool) {
 	budget := 64<<20 + 16*(len(b)-from)
 	for p := from + 1; p+frameHeader < len(b); p++ {
 		n := int(binary.LittleEndian.Uint32(b[p:]))
@@ -423,16 +431,64 @@ func intactFrameAfter(b []byte, from int) bool {
 			continue
 		}
 		if budget -= n; budget < 0 {
-			return true
+			return -1, true
 		}
 		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[p+4:]) {
 			continue
 		}
 		if _, err := DecodeBatch(payload); err == nil {
-			return true
+			return p, false
 		}
 	}
-	return false
+	return -1, false
+}
+
+// SalvageSeq returns the highest seq the log in dir may have handed out,
+// reading past damage: the largest of every segment's first seq (its
+// name) and every seq in an intact frame anywhere, found by searching for
+// intact frames after each damaged one. A store that sets a log that
+// fails to open aside starts its next seq above this, so that a seq
+// acknowledged behind the damage is never handed out again. It changes
+// nothing; a missing directory gives 0.
+func SalvageSeq(dir string) (uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	var top uint64
+	for _, e := range ents {
+		first, err := strconv.ParseUint(strings.TrimSuffix(e.Name(), walExt), 10, 64)
+		if err != nil || !strings.HasSuffix(e.Name(), walExt) {
+			continue
+		}
+		top = max(top, first)
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return top, err
+		}
+		off := min(len(walMagic), len(b))
+		if string(b[:off]) != walMagic {
+			off = 0 // a damaged header: search from the start
+		}
+		for off < len(b) {
+			batch, n, err := readFrame(b[off:])
+			if err == nil {
+				for _, r := range batch {
+					top = max(top, r.Seq)
+				}
+				off += n
+				continue
+			}
+			p, _ := nextIntactFrame(b, off)
+			if p < 0 {
+				break
+			}
+			off = p
+		}
+	}
+	return top, nil
 }
 
 func (w *WAL) segPath(first uint64) string {
