@@ -21,7 +21,7 @@ func runExport(e *env, args []string) error {
 	fs.StringVar(&req.To, "to", "", "last date, inclusive; a year, month or day covers all of it (default: the last point)")
 	fs.StringVar(&req.Per, "per", "", "re-sample to D, W, M, Q or A (default: as stored)")
 	fs.StringVar(&req.Agg, "agg", "", "how a re-sampled period becomes one value: last, first, avg, sum, min or max (with --per; default last)")
-	fs.StringVar(&req.Fill, "fill", "", "a date without a value: none (empty cell), prev (the previous value) or na (#N/A) (default none)")
+	fs.StringVar(&req.Fill, "fill", "", "a date without a value: none (empty cell), prev (the previous value, from before --from if need be), na (#N/A) or zero (default none)")
 	fs.BoolVar(&req.Formulas, "formulas", false, "write a live =ES.Get formula (needs the EnergyScope add-in in Excel) instead of a table of values")
 	pos, err := parse(fs, args)
 	if err != nil {
