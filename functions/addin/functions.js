@@ -195,7 +195,7 @@ function esArgs(list) {
  * @param {any[][]} series Series id, a comma-separated list of ids, or a range of ids.
  * @param {any} [start] First date, inclusive: a date cell, 2020-01-15, 2020-03, 2020, -1Y, ytd ... Empty: from the first point.
  * @param {any} [end] Last date, inclusive (covers the whole day, month or year it names). Empty: to the latest point.
- * @param {any[][][]} [options] key=value options: per=D|W|M|Q|A, agg=last|first|avg|sum|min|max, fill=none|prev|na, order=asc|desc, headers=y, dates=n, transpose=y, last=N.
+ * @param {any[][][]} [options] key=value options: per=D|W|M|Q|A, agg=last|first|avg|sum|min|max, days=all|weekdays, fill=none|prev|na|zero, chg=diff|pct|log, yoy=diff|pct, ma=N, rebase=X, scale=X, order=asc|desc, headers=id|name|unit|all, dates=n, transpose=y, last=N.
  * @returns {any[][]} Rows of [date, value, ...].
  */
 function esGet(series, start, end, options) {

@@ -124,6 +124,9 @@
       if (f.fill) {
         opts.push("fill=" + f.fill);
       }
+      if (f.chg) {
+        opts.push(f.chg);
+      }
       if (f.order) {
         opts.push("order=" + f.order);
       }
@@ -149,6 +152,7 @@
       per: $("per").value,
       agg: $("agg").value,
       fill: $("fill").value,
+      chg: $("chg").value,
       order: $("order").value,
       last: $("last").value.trim(),
       headers: $("headers").checked,
@@ -160,7 +164,7 @@
     $("formula").value = f.series.length ? formula(f) : "";
     $("insert").disabled = f.series.length === 0;
     var isGet = f.fn === "GET";
-    ["start", "end", "per", "agg", "fill", "order", "last", "headers"].forEach(function (id) {
+    ["start", "end", "per", "agg", "fill", "chg", "order", "last", "headers"].forEach(function (id) {
       $(id).disabled = !isGet;
     });
     $("agg").disabled = !isGet || !f.per;
@@ -271,7 +275,7 @@
         search();
       }
     });
-    ["fn", "start", "end", "per", "agg", "fill", "order", "last", "headers"].forEach(function (id) {
+    ["fn", "start", "end", "per", "agg", "fill", "chg", "order", "last", "headers"].forEach(function (id) {
       $(id).addEventListener("input", update);
       $(id).addEventListener("change", update);
     });

@@ -165,7 +165,7 @@ func TestBrowserAddin(t *testing.T) {
 	if len(got.Live) < 2 || string(got.Live[0]) != `{"value":[[28.8]]}` || string(got.Live[len(got.Live)-1]) != `{"value":[[77.25]]}` {
 		t.Errorf("ES.LIVE results %s", got.Live)
 	}
-	if got.Formula != `=ES.GET("MSFT","2000","per=M;agg=avg")` {
+	if got.Formula != `=ES.GET("MSFT","2000","per=M;agg=avg;yoy=pct")` {
 		t.Errorf("builder formula %q", got.Formula)
 	}
 	if strings.Join(got.Datasets, ",") != "iowa,seattle,stocks" || got.Conn != "connected" {

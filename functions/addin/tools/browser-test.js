@@ -69,6 +69,7 @@ async function main() {
     await page.fill("#start", "2000");
     await page.selectOption("#per", "M");
     await page.selectOption("#agg", "avg");
+    await page.selectOption("#chg", "yoy=pct");
     const formula = await page.inputValue("#formula");
     const datasets = await page.$$eval("#datasets tbody tr", (rows) => rows.map((r) => r.dataset.name));
     const conn = await page.textContent("#conn-text");
