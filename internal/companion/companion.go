@@ -272,6 +272,14 @@ func (s storeStatus) Datasets() ([]bridge.DatasetStatus, error) {
 		if prog != nil {
 			online := prog.Online
 			out[i].Server, out[i].Connected, out[i].Error = prog.Server, &online, prog.LastError
+			for _, p := range prog.Datasets {
+				if p.Dataset == d.Name && p.Failure != nil {
+					out[i].Error = p.Failure.Error() // this dataset's own apply fails
+				}
+			}
+		}
+		if d.Err != nil {
+			out[i].Error = d.Err.Error() // damaged: it does not serve until healed
 		}
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -18,7 +19,9 @@ import (
 	"github.com/energyscope/energyscope/functions/bridge"
 	"github.com/energyscope/energyscope/internal/companion"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/client"
 )
 
@@ -245,5 +248,56 @@ func TestSettings(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "EnergyScope")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStatusNamesTheDamagedDatasetOnly: a dataset whose data.arrow was
+// damaged at rest is found by the companion's background scrub and
+// reported with its error on the bridge's /v1/status; the others are not.
+func TestStatusNamesTheDamagedDatasetOnly(t *testing.T) {
+	home := t.TempDir()
+	companiontest.CookSamples(t, home)
+	dir := filepath.Join(home, localcache.DatasetsDir, "stocks", format.SnapshotsDir)
+	snaps, err := filepath.Glob(filepath.Join(dir, "e*"))
+	if err != nil || len(snaps) != 1 {
+		t.Fatalf("snapshots of stocks: %v %v", snaps, err)
+	}
+	data := filepath.Join(snaps[0], format.DataFile)
+	b, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff // same size: open succeeds, the scrub's chunk hash does not
+	if err := os.WriteFile(data, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := companion.Start(companion.Config{Home: home, Port: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeC(t, c)
+	waitFor(t, "the scrub to mark stocks damaged", func() bool {
+		return errors.Is(c.Store().Damaged("stocks"), localcache.ErrDamaged)
+	})
+	req, _ := http.NewRequest("GET", c.Bridge().URL()+"/v1/status", nil)
+	req.Header.Set("Authorization", "Bearer "+c.Bridge().Token())
+	resp, err := bridgeClient(t, c).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Datasets []bridge.DatasetStatus `json:"datasets"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	for _, d := range st.Datasets {
+		if (d.Name == "stocks") != (d.Error != "") {
+			t.Errorf("%s: error %q", d.Name, d.Error)
+		}
+	}
+	if len(st.Datasets) != 3 {
+		t.Fatalf("status lists %d datasets, want 3", len(st.Datasets))
 	}
 }
