@@ -9,6 +9,12 @@
 // .u.sub): the catch-up covers (client seq, head] and live delivery starts
 // after head, so there is no gap and no duplicate.
 //
+// A subscription that carries a history chain (protocol.Chain) is checked
+// against the server's own records when its history reaches back far
+// enough; a client holding other records under the same seqs (the server
+// was restored from a backup) is told to reset. One log line per
+// hello/subscribe message, whatever its number of entries.
+//
 // The hub knows nothing of HTTP routing, tokens or the store: it reads
 // through the Source interface it declares.
 package hub

@@ -12,6 +12,15 @@
 // resume from the last verified chunk after a kill or a network cut.
 // Deltas are acknowledged only after the sink made them durable.
 //
+// Trust (protocol version 2): a frame whose checksum fails is never
+// applied; the connection drops (protocol.ErrChecksum) and the next one
+// resumes. Each subscription carries the chain of the records held above
+// the snapshot, so a server that gave those seqs to other records answers
+// reset and the client takes the server's. A local apply failure (a full
+// or read-only disk) is not a connection failure: only that dataset is
+// marked (ApplyError) and retried with backoff. A dataset the sink
+// reports damaged is downloaded again and installed over the damage.
+//
 // The engine writes through the Sink interface it declares; the store
 // satisfies it through internal/wiring. Progress for a UI comes from
 // protocol markers (file bytes, seq lag), never from guesses.
