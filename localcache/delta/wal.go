@@ -206,6 +206,7 @@ type WAL struct {
 	buf      []byte
 	size     int64 // bytes in all segments
 	active   int64 // bytes in the active segment (end of its last complete frame)
+	torn     TornTail
 }
 
 // OpenWAL opens (creating if needed) the log in dir and returns the
@@ -278,6 +279,7 @@ func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*
 		if sc.damage == nil {
 			continue
 		}
+		w.torn = TornTail{Segment: path, Offset: int64(sc.good), Bytes: int64(len(b) - sc.good), Reason: sc.damage}
 		log.Warn("write-ahead log: cutting off a torn tail", "segment", path, "offset", sc.good, "bytes", len(b)-sc.good, "reason", sc.damage)
 		if !readOnly {
 			if err := os.Truncate(path, int64(sc.good)); err != nil {
@@ -623,6 +625,19 @@ func (w *WAL) DropThrough(seq uint64) error {
 	w.segs = w.segs[keep:]
 	return fileutil.SyncDir(w.dir)
 }
+
+// TornTail is what OpenWAL found at the end of the last segment: a frame
+// a crash interrupted, with nothing intact after it. A writable open cut
+// it off; a read-only open left it (a writer may be appending it).
+type TornTail struct {
+	Segment string // path of the segment
+	Offset  int64  // where the torn frame starts (the segment's length after the cut)
+	Bytes   int64  // how many bytes it held
+	Reason  error  // what was wrong with the frame
+}
+
+// TornTail returns the torn tail OpenWAL found; its Bytes are 0 if none.
+func (w *WAL) TornTail() TornTail { return w.torn }
 
 // Size is the number of bytes in the log.
 func (w *WAL) Size() int64 { return w.size }

@@ -754,9 +754,12 @@ func TestWALTornTailShapes(t *testing.T) {
 			if err := os.WriteFile(seg, append(bytes.Clone(base), tail...), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			w, recs, warn := liveOpenWAL(t, dir, 0)
-			if got := fmt.Sprint(liveSeqs(recs)); got != "[1 2 3]" || !strings.Contains(warn, "torn tail") {
-				t.Fatalf("replayed %s, warning %q", got, warn)
+			w, recs, _ := liveOpenWAL(t, dir, 0)
+			if got := fmt.Sprint(liveSeqs(recs)); got != "[1 2 3]" {
+				t.Fatalf("replayed %s", got)
+			}
+			if tt := w.TornTail(); tt.Segment != seg || tt.Offset != int64(len(base)) || tt.Bytes != int64(len(tail)) || tt.Reason == nil {
+				t.Fatalf("torn tail reported as %+v, want %d bytes at %s:%d", tt, len(tail), seg, len(base))
 			}
 			if st, _ := os.Stat(seg); st.Size() != int64(len(base)) {
 				t.Fatalf("cut to %d, want %d", st.Size(), len(base))
@@ -765,9 +768,10 @@ func TestWALTornTailShapes(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.Close()
-			_, recs, warn = liveOpenWAL(t, dir, 0)
-			if got := fmt.Sprint(liveSeqs(recs)); got != "[1 2 3 4 5]" || warn != "" {
-				t.Fatalf("second open replayed %s (warning %q)", got, warn)
+			w, recs, _ = liveOpenWAL(t, dir, 0)
+			w.Close()
+			if got := fmt.Sprint(liveSeqs(recs)); got != "[1 2 3 4 5]" || w.TornTail().Bytes != 0 {
+				t.Fatalf("second open replayed %s (torn tail %+v)", got, w.TornTail())
 			}
 		})
 	}
