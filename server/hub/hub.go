@@ -78,6 +78,9 @@ type Hub struct {
 	// dsLocks serialize, per dataset, publishing with subscribing.
 	dsLocks map[string]*sync.Mutex
 
+	cmu    sync.Mutex          // guards chains
+	chains map[chainKey]string // the server's history chains, see chain
+
 	connsN    atomic.Int64
 	slowCuts  atomic.Int64
 	rebases   atomic.Int64 // snapshot answers to a subscribe
@@ -105,6 +108,7 @@ func New(src Source, o Options) *Hub {
 		opts:    o,
 		conns:   map[*conn]struct{}{},
 		dsLocks: map[string]*sync.Mutex{},
+		chains:  map[chainKey]string{},
 		up: websocket.Upgrader{
 			ReadBufferSize:  1024,
 			WriteBufferSize: 4096,
@@ -461,18 +465,12 @@ func (h *Hub) subscribe(c *conn, s protocol.Sub) subOutcome {
 		// restored from a backup may have given those seqs to other
 		// records. Verifiable while the history reaches back to Base;
 		// otherwise the rebase's SHA-256 comparison is what catches it.
-		if hist, ok := h.src.Since(s.Dataset, s.Base); ok {
-			n := 0
-			for n < len(hist) && hist[n].Seq <= s.Seq {
-				n++
-			}
-			if protocol.Chain(s.Snapshot, hist[:n]) != s.Chain {
-				h.resets.Add(1)
-				c.sendMsg(&protocol.Message{Type: protocol.TReset, Code: protocol.ResetDiverged, Dataset: s.Dataset, Seq: s.Base,
-					Reason: fmt.Sprintf("the client's records %d..%d differ from the server's (chain %s, server %s)", s.Base+1, s.Seq, s.Chain, protocol.Chain(s.Snapshot, hist[:n]))})
-				rebase("client diverged from the server's history")
-				return subReset
-			}
+		if mine, ok := h.chain(s, head.Epoch); ok && mine != s.Chain {
+			h.resets.Add(1)
+			c.sendMsg(&protocol.Message{Type: protocol.TReset, Code: protocol.ResetDiverged, Dataset: s.Dataset, Seq: s.Base,
+				Reason: fmt.Sprintf("the client's records %d..%d differ from the server's (chain %s, server %s)", s.Base+1, s.Seq, s.Chain, mine)})
+			rebase("client diverged from the server's history")
+			return subReset
 		}
 	}
 	recs, ok := h.src.Since(s.Dataset, s.Seq)
@@ -499,6 +497,47 @@ func (h *Hub) subscribe(c *conn, s protocol.Sub) subOutcome {
 		c.sendMsg(&protocol.Message{Type: protocol.TSnapshot, Dataset: s.Dataset, Manifest: m, Reason: "newer snapshot"})
 	}
 	return subCaughtUp
+}
+
+// chainKey names the records a history chain covers.
+type chainKey struct {
+	dataset, snapshot string
+	epoch, base, seq  uint64
+}
+
+// maxChains bounds the chain cache; it is emptied when full.
+const maxChains = 1024
+
+// chain returns the server's protocol.Chain over the records (s.Base,
+// s.Seq] on s.Snapshot, or false when its history does not reach back to
+// s.Base. Records at or below the head never change within an epoch, so
+// the result is cached: a reconnecting crowd of companions at the same
+// state costs one pass over the history, not one each. The caller holds
+// the dataset's lock.
+func (h *Hub) chain(s protocol.Sub, epoch uint64) (string, bool) {
+	k := chainKey{s.Dataset, s.Snapshot, epoch, s.Base, s.Seq}
+	h.cmu.Lock()
+	v, ok := h.chains[k]
+	h.cmu.Unlock()
+	if ok {
+		return v, true
+	}
+	hist, ok := h.src.Since(s.Dataset, s.Base)
+	if !ok {
+		return "", false
+	}
+	n := 0
+	for n < len(hist) && hist[n].Seq <= s.Seq {
+		n++
+	}
+	v = protocol.Chain(s.Snapshot, hist[:n])
+	h.cmu.Lock()
+	if len(h.chains) >= maxChains {
+		clear(h.chains)
+	}
+	h.chains[k] = v
+	h.cmu.Unlock()
+	return v, true
 }
 
 // Publish sends records (already durable and applied on the server) to
