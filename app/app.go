@@ -54,6 +54,7 @@ const (
 	EventSync   = "sync:progress"   // data: Sync
 	EventExport = "export:progress" // data: ExportProgress
 	EventStatus = "status:changed"  // no data: the store's datasets changed
+	EventSeries = "series:changed"  // data: SeriesChanged, the series a delta touched
 )
 
 // Version is the app's version, shown in the window.
@@ -82,6 +83,9 @@ type Options struct {
 	Started time.Time
 	// Now is the clock of relative dates ("-1Y", "today"); nil is time.Now.
 	Now func() time.Time
+	// OpenPath shows a folder in the file manager (OpenFolder); nil is the
+	// platform's (xdg-open, explorer, open).
+	OpenPath func(dir string) error
 }
 
 // App is bound to the Wails window: its exported methods are the
@@ -198,7 +202,12 @@ func (a *App) startLocked(s companion.Settings) {
 	}
 	a.comp, a.startErr = c, nil
 	c.OnSyncProgress(func(client.Progress) { a.emitSync() })
-	a.watch = c.Store().Watch(func(string, []string) { a.runtime().EventsEmit(EventStatus) })
+	a.watch = c.Store().Watch(func(dataset string, ids []string) {
+		a.runtime().EventsEmit(EventStatus)
+		// The Explorer follows the series it shows: it redraws when one of
+		// them is named here (a snapshot swap names none: every series).
+		a.runtime().EventsEmit(EventSeries, SeriesChanged{Dataset: dataset, IDs: append([]string{}, ids...)})
+	})
 	if br := c.Bridge(); br != nil {
 		// A copy of the add-in's manifest on disk, for sideloading (the
 		// Windows installer registers this path).
@@ -352,7 +361,7 @@ func (a *App) Status() Status {
 			dd.LastSyncMS = d.LastSync / 1e6
 		}
 		if p, ok := prog[d.Name]; ok {
-			dd.State, dd.HeadSeq, dd.Lag = p.State, p.HeadSeq, p.Lag
+			dd.State, dd.HeadSeq, dd.Lag = p.State, p.HeadSeq, storeLag(p.HeadSeq, d.Seq, p.Lag)
 			if !p.LastSync.IsZero() && p.LastSync.UnixMilli() > dd.LastSyncMS {
 				dd.LastSyncMS = p.LastSync.UnixMilli()
 			}
@@ -368,6 +377,19 @@ func (a *App) Status() Status {
 		st.Bridge.Error = words(c.BridgeErr())
 	}
 	return st
+}
+
+// storeLag is how far the store at seq is behind the server's head, from the
+// store's seq rather than the sync engine's last report: the store is what
+// the views read. Without a head (0) the engine's lag stands.
+func storeLag(head, seq, engineLag uint64) uint64 {
+	if head == 0 {
+		return engineLag
+	}
+	if seq >= head {
+		return 0
+	}
+	return head - seq
 }
 
 // diskUse is the size of the files under dir.
@@ -412,8 +434,17 @@ func (a *App) SyncProgress() Sync {
 			out.LastError = syncWords(p.LastError)
 		}
 		for _, d := range p.Datasets {
+			seq, lag := d.Seq, d.Lag
+			if local[d.Dataset] {
+				// The store's own seq, not the engine's last report of it: the
+				// engine's figure could lag the store by seconds.
+				if _, _, s, err := c.Store().State(d.Dataset); err == nil {
+					seq = max(seq, s)
+					lag = storeLag(d.HeadSeq, seq, d.Lag)
+				}
+			}
 			sd := SyncDataset{
-				Name: d.Dataset, State: d.State, Local: local[d.Dataset], Seq: d.Seq, HeadSeq: d.HeadSeq, Lag: d.Lag,
+				Name: d.Dataset, State: d.State, Local: local[d.Dataset], Seq: seq, HeadSeq: d.HeadSeq, Lag: lag,
 				File: d.File, BytesDone: d.BytesDone, BytesTotal: d.BytesTotal, Rate: d.RateBytesPerS, ETASeconds: d.ETA.Seconds(),
 			}
 			if !d.LastSync.IsZero() {
@@ -539,7 +570,11 @@ func (a *App) Info(id string) Info {
 	if in.Count > 0 {
 		out.First, out.Last = in.First, in.Last
 	}
-	out.Formula = formulaText(id, "", "", nil)
+	out.Ref = in.ID
+	if bare, err := st.Info(in.ID); err != nil || bare.Dataset != in.Dataset {
+		out.Ref = in.Dataset + ":" + in.ID
+	}
+	out.Formula = formulaText(out.Ref, "", "", nil)
 	return out
 }
 
@@ -648,6 +683,109 @@ func (a *App) Series(id, from, to, per, agg string) Series {
 		return nil
 	})
 	return out
+}
+
+// MaxCompare is the most series the Explorer compares on one chart.
+const MaxCompare = 8
+
+// Compare is series refs ("id" or "dataset:id", at most MaxCompare) over the
+// same dates and options, aligned on the union of their dates as ES.Get
+// aligns them: one column of values per series, nulls where a series has no
+// point. The chart draws the first unit on the left axis and the second on
+// the right; Units lists them in that order.
+func (a *App) Compare(refs []string, from, to, per, agg string) Comparison {
+	out := Comparison{Times: []int64{}, Series: []Compared{}, Units: []string{}}
+	st, err := a.store()
+	if err != nil {
+		out.Error = words(err)
+		return out
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if r = strings.TrimSpace(r); r != "" && !seen[r] {
+			seen[r] = true
+			ids = append(ids, r)
+		}
+	}
+	switch {
+	case len(ids) == 0:
+		out.Error = "Choose a series first."
+		return out
+	case len(ids) > MaxCompare:
+		out.Error = fmt.Sprintf("%d series: the chart compares at most %d.", len(ids), MaxCompare)
+		return out
+	}
+	f, t, opts, err := a.getArgs(from, to, GetOptions{Per: per, Agg: agg})
+	if err != nil {
+		out.Error = words(err)
+		return out
+	}
+	for _, id := range ids {
+		in, err := st.Info(id)
+		if err != nil {
+			out.Error = seriesWords(id, err)
+			return out
+		}
+		c := Compared{Ref: id, ID: in.ID, Dataset: in.Dataset, Name: in.Name, Unit: in.Unit, Values: Floats{}}
+		if !slices.Contains(out.Units, in.Unit) {
+			out.Units = append(out.Units, in.Unit)
+		}
+		c.Axis = min(slices.Index(out.Units, in.Unit), 1)
+		out.Series = append(out.Series, c)
+	}
+	eng := &functions.Engine{Src: wiring.Source{Store: st}, Now: a.opts.Now}
+	fr, err := eng.Frame(ids, f, t, opts)
+	if errors.Is(err, functions.ErrNoData) {
+		out.Note = "No data in this range."
+		return out
+	} else if err != nil {
+		out.Error = words(err)
+		return out
+	}
+	n := len(fr.Dates)
+	skip := 0
+	if n > MaxPoints {
+		skip, out.Truncated = n-MaxPoints, true
+		out.Note = fmt.Sprintf("Showing the most recent %d of %d dates; narrow the range or choose a coarser frequency.", MaxPoints, n)
+	}
+	fr.Rows(func(i int, date int64, row []float64) error {
+		if i >= skip {
+			out.Times = append(out.Times, date)
+			for j, v := range row {
+				out.Series[j].Values = append(out.Series[j].Values, v)
+			}
+		}
+		return nil
+	})
+	if len(out.Units) > 2 {
+		out.Note = strings.TrimSpace(out.Note + " More than two units: the third and later share the right-hand axis.")
+	}
+	return out
+}
+
+// OpenFolder shows the folder holding path (a file just exported) in the
+// system's file manager.
+func (a *App) OpenFolder(path string) Path {
+	path = strings.TrimSpace(path)
+	if path == "" {
+		return Path{Error: "No file to show."}
+	}
+	dir := path
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return Path{Path: dir, Error: fmt.Sprintf("The folder %s is not there any more.", dir)}
+	}
+	open := a.opts.OpenPath
+	if open == nil {
+		open = openPath
+	}
+	if err := open(dir); err != nil {
+		return Path{Path: dir, Error: "Could not open the folder: " + words(err)}
+	}
+	return Path{Path: dir}
 }
 
 // Formula is the =ES.Get(...) text that gives series id in Excel with

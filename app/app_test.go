@@ -19,6 +19,7 @@ import (
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/server/cook"
 )
 
 func TestStatus(t *testing.T) {
@@ -593,5 +594,104 @@ func TestSyncFromServer(t *testing.T) {
 	}
 	if len(a.rt.named(app.EventStatus)) == 0 {
 		t.Fatal("no status:changed event after the update")
+	}
+	// The Explorer follows the series: the event names it.
+	found := false
+	for _, e := range a.rt.named(app.EventSeries) {
+		if ch, ok := e.Data[0].(app.SeriesChanged); ok && ch.Dataset == "stocks" && slices.Contains(ch.IDs, "MSFT") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no series:changed event for stocks:MSFT: %+v", a.rt.named(app.EventSeries))
+	}
+	// The lag is the store's: as soon as the store has the update, none.
+	for _, d := range a.SyncProgress().Datasets {
+		if d.Name == "stocks" && (d.Lag != 0 || d.Seq < d.HeadSeq) {
+			t.Fatalf("stocks after the update: %+v", d)
+		}
+	}
+}
+
+// TestCompare: series of two units aligned on the union of their dates,
+// the second unit on the right-hand axis; more than MaxCompare refused.
+func TestCompare(t *testing.T) {
+	a := newTestApp(t)
+	c := a.Compare([]string{"MSFT", "iowa:Fossil Fuels", "MSFT"}, "2001", "2003", "", "")
+	if c.Error != "" || len(c.Series) != 2 || strings.Join(c.Units, "|") != "USD|thousand MWh" {
+		t.Fatalf("compare %+v", c)
+	}
+	if len(c.Times) != 36 || c.Series[0].Axis != 0 || c.Series[1].Axis != 1 || c.Series[1].Dataset != "iowa" {
+		t.Fatalf("compare: %d dates, series %+v", len(c.Times), c.Series)
+	}
+	msft := a.Series("MSFT", "2001", "2003", "", "")
+	n := 0
+	for i, v := range c.Series[1].Values {
+		if !math.IsNaN(v) {
+			n++
+		}
+		if c.Series[0].Values[i] != msft.Values[i] {
+			t.Fatalf("MSFT %d: %v vs %v", i, c.Series[0].Values[i], msft.Values[i])
+		}
+	}
+	if n != 3 {
+		t.Fatalf("annual series has %d points in 2001-2003", n)
+	}
+	many := []string{"MSFT", "IBM", "GOOG", "AAPL", "AMZN", "iowa:Renewables", "iowa:Fossil Fuels", "SEA.wind", "SEA.temperature"}
+	if r := a.Compare(many, "", "", "", ""); !strings.Contains(r.Error, "at most 8") {
+		t.Fatalf("9 series: %+v", r.Error)
+	}
+	if r := a.Compare([]string{"NOPE"}, "", "", "", ""); r.Error == "" {
+		t.Fatal("unknown series compared")
+	}
+}
+
+// TestInfoRef: an id in two datasets is named dataset:id in the formula of
+// the one the bare id does not reach.
+func TestInfoRef(t *testing.T) {
+	home := t.TempDir()
+	companiontest.CookSamples(t, home)
+	csv := filepath.Join(t.TempDir(), "more.csv")
+	if err := os.WriteFile(csv, []byte("series_id,period,value\nMSFT,2020-01-01,1.5\nONLYHERE,2020-01-01,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	companiontest.CookFile(t, home, "zmore", csv, cook.InputOptions{})
+	a := openTestApp(t, home)
+	bare := a.Info("MSFT")
+	other := a.Info("zmore:MSFT")
+	if bare.Error != "" || other.Error != "" || bare.Dataset == other.Dataset {
+		t.Fatalf("infos %+v %+v", bare, other)
+	}
+	byBare := bare
+	if byBare.Dataset != "stocks" {
+		byBare, other = other, bare
+	}
+	if byBare.Ref != "MSFT" || other.Ref != other.Dataset+":MSFT" || !strings.Contains(other.Formula, `"`+other.Dataset+`:MSFT"`) {
+		t.Fatalf("refs %q %q, formula %q", byBare.Ref, other.Ref, other.Formula)
+	}
+	if r := a.Info("zmore:ONLYHERE"); r.Ref != "ONLYHERE" {
+		t.Fatalf("unique id ref %q", r.Ref)
+	}
+}
+
+// TestOpenFolder: the Export view's "Show in folder" opens the folder of
+// the written file; a folder gone is said in words.
+func TestOpenFolder(t *testing.T) {
+	home := t.TempDir()
+	companiontest.CookSamples(t, home)
+	var opened []string
+	a := app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1,
+		OpenPath: func(dir string) error { opened = append(opened, dir); return nil }})
+	defer app.Close(context.Background(), a)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "out.xlsx")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.OpenFolder(file); r.Error != "" || r.Path != dir || len(opened) != 1 || opened[0] != dir {
+		t.Fatalf("open %+v, opened %q", r, opened)
+	}
+	if r := a.OpenFolder(filepath.Join(dir, "gone", "x.xlsx")); !strings.Contains(r.Error, "not there") || len(opened) != 1 {
+		t.Fatalf("gone: %+v", r)
 	}
 }

@@ -109,6 +109,13 @@ type SearchResult struct {
 	Error  string      `json:"error,omitempty"`
 }
 
+// SeriesChanged is the data of EventSeries: a delta touched these series of
+// dataset (none named: all of them, as after a snapshot swap).
+type SeriesChanged struct {
+	Dataset string   `json:"dataset"`
+	IDs     []string `json:"ids"`
+}
+
 // SearchHit is one series found.
 type SearchHit struct {
 	ID        string `json:"id"`
@@ -136,6 +143,9 @@ type Info struct {
 	Seq        uint64 `json:"seq"`
 	Pending    bool   `json:"pending"` // updates not yet folded into the snapshot
 	Formula    string `json:"formula"` // the plain =ES.Get of the whole series
+	// Ref is how a formula names the series: the id, or dataset:id when the
+	// id alone names another series or none (the id is in several datasets).
+	Ref string `json:"ref"`
 	Error      string `json:"error,omitempty"`
 }
 
@@ -276,4 +286,25 @@ func (fs Floats) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return append(b, ']'), nil
+}
+
+// Comparison is several series on one chart (App.Compare).
+type Comparison struct {
+	Times     []int64    `json:"times"`
+	Series    []Compared `json:"series"`
+	Units     []string   `json:"units"` // in axis order: the first on the left, the rest on the right
+	Truncated bool       `json:"truncated"`
+	Note      string     `json:"note,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// Compared is one series of a Comparison: Values align with Comparison.Times.
+type Compared struct {
+	Ref     string `json:"ref"`
+	ID      string `json:"id"`
+	Dataset string `json:"dataset"`
+	Name    string `json:"name"`
+	Unit    string `json:"unit"`
+	Axis    int    `json:"axis"` // 0 left, 1 right
+	Values  Floats `json:"values"`
 }
