@@ -145,8 +145,8 @@ type Info struct {
 	Formula    string `json:"formula"` // the plain =ES.Get of the whole series
 	// Ref is how a formula names the series: the id, or dataset:id when the
 	// id alone names another series or none (the id is in several datasets).
-	Ref string `json:"ref"`
-	Error      string `json:"error,omitempty"`
+	Ref   string `json:"ref"`
+	Error string `json:"error,omitempty"`
 }
 
 // Series is the points of one series for the chart and the table.
