@@ -539,7 +539,7 @@ func (a *App) Search(q string) SearchResult {
 	for _, h := range hits {
 		hit := SearchHit{ID: h.ID, Dataset: h.Dataset, Name: h.Name}
 		if in, err := st.Info(h.Dataset + ":" + h.ID); err == nil {
-			hit.Unit, hit.Frequency = in.Unit, string(in.Frequency)
+			hit.Unit, hit.Frequency, hit.Source = in.Unit, string(in.Frequency), in.Source
 		}
 		out.Hits = append(out.Hits, hit)
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/energyscope/energyscope/app"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/localcache/delta"
 )
 
 // repoRoot is the repository, from app/.
@@ -90,6 +92,9 @@ type stubServer struct {
 	cond   *sync.Cond
 	events []stubEvent
 	clip   []string
+	// ingest, if set, is what GET /__ingest does: a live update on the
+	// server, for the page to see arrive.
+	ingest func() error
 }
 
 type stubEvent struct {
@@ -119,6 +124,14 @@ func (s *stubServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, stubJS)
 	case "/__call":
 		s.call(w, r)
+	case "/__ingest":
+		if s.ingest == nil {
+			http.Error(w, "no ingest", 404)
+			return
+		}
+		if err := s.ingest(); err != nil {
+			http.Error(w, err.Error(), 500)
+		}
 	case "/__clipboard":
 		b, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
@@ -210,13 +223,20 @@ func TestBrowserUI(t *testing.T) {
 	ta := newTestApp(t)
 	// A real server with the same samples: the app syncs from it (it
 	// already holds its snapshots) and the Sync view shows it live.
-	_, srvURL := companiontest.SampleServer(t)
+	server, srvURL := companiontest.SampleServer(t)
 	set := ta.GetSettings()
 	set.Server = srvURL
 	if r := ta.SaveSettings(set); r.Error != "" {
 		t.Fatal(r.Error)
 	}
 	srv := newStubServer(t, ta)
+	// The page asks for a live update of MSFT (a new month after its last)
+	// and times how long the Explorer takes to show it.
+	srv.ingest = func() error {
+		when := time.Date(2010, 4, 1, 0, 0, 0, 0, time.UTC).Unix()
+		_, _, err := server.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: when, Value: 31.25}})
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +261,7 @@ func TestBrowserUI(t *testing.T) {
 	var res struct {
 		OK      bool   `json:"ok"`
 		Formula string `json:"formula"`
+		LiveMs  int    `json:"liveMs"`
 	}
 	if err := json.Unmarshal(lastLine(stdout.Bytes()), &res); err != nil || !res.OK {
 		t.Fatalf("ui.mjs result: %v %s", err, stdout.String())
@@ -252,7 +273,7 @@ func TestBrowserUI(t *testing.T) {
 	srv.mu.Lock()
 	clip := append([]string{}, srv.clip...)
 	srv.mu.Unlock()
-	if res.Formula != want.Text || len(clip) == 0 || clip[len(clip)-1] != want.Text {
+	if res.Formula != want.Text || !slices.Contains(clip, want.Text) {
 		t.Fatalf("copied %q (clipboard %q), want %q", res.Formula, clip, want.Text)
 	}
 	f, err := excelize.OpenFile(exportPath)
@@ -264,7 +285,12 @@ func TestBrowserUI(t *testing.T) {
 	if err != nil || len(rows) != 25 || rows[0][1] != "MSFT" || rows[0][2] != "IBM" {
 		t.Fatalf("exported rows %v %v", err, len(rows))
 	}
-	for _, shot := range []string{"ui-status.png", "ui-sync.png", "ui-explorer.png", "ui-export.png", "ui-excel.png"} {
+	t.Logf("a live update of the open series showed in the Explorer %d ms after the server took it", res.LiveMs)
+	// "Show in folder" opened the exported file's folder.
+	if got := ta.openedDirs(); len(got) != 1 || got[0] != filepath.Dir(exportPath) {
+		t.Errorf("folders opened %q, want %q", got, filepath.Dir(exportPath))
+	}
+	for _, shot := range []string{"ui-status.png", "ui-sync.png", "ui-explorer.png", "ui-compare.png", "ui-export.png", "ui-excel.png"} {
 		if fi, err := os.Stat(filepath.Join(art, shot)); err != nil || fi.Size() < 5000 {
 			t.Errorf("screenshot %s: %v", shot, err)
 		}

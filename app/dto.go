@@ -123,6 +123,7 @@ type SearchHit struct {
 	Name      string `json:"name"`
 	Unit      string `json:"unit"`
 	Frequency string `json:"frequency"`
+	Source    string `json:"source"`
 }
 
 // Info describes one series.

@@ -71,6 +71,15 @@ type testApp struct {
 	*app.App
 	home, settings string
 	rt             *recRuntime
+
+	openMu sync.Mutex
+	opened []string // folders OpenFolder showed
+}
+
+func (ta *testApp) openedDirs() []string {
+	ta.openMu.Lock()
+	defer ta.openMu.Unlock()
+	return append([]string{}, ta.opened...)
 }
 
 // fixedNow is "today" for relative dates in the tests.
@@ -87,7 +96,15 @@ func openTestApp(t testing.TB, home string) *testApp {
 	t.Helper()
 	settings := filepath.Join(t.TempDir(), "EnergyScope", "settings.json")
 	rt := &recRuntime{}
-	a := app.New(app.Options{Home: home, SettingsFile: settings, Port: -1, Runtime: rt, Now: func() time.Time { return fixedNow }})
+	ta := &testApp{home: home, settings: settings, rt: rt}
+	a := app.New(app.Options{Home: home, SettingsFile: settings, Port: -1, Runtime: rt, Now: func() time.Time { return fixedNow },
+		OpenPath: func(dir string) error {
+			ta.openMu.Lock()
+			ta.opened = append(ta.opened, dir)
+			ta.openMu.Unlock()
+			return nil
+		}})
+	ta.App = a
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -95,7 +112,7 @@ func openTestApp(t testing.TB, home string) *testApp {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return &testApp{App: a, home: home, settings: settings, rt: rt}
+	return ta
 }
 
 func exists(p string) bool {

@@ -30,13 +30,16 @@ export interface Sync {
   configured: boolean; server: string; online: boolean; paused: boolean; lastError?: string;
   lastSyncMs: number; subscribed: string[]; datasets: SyncDataset[]; error?: string;
 }
-export interface SearchHit { id: string; dataset: string; name: string; unit: string; frequency: string }
+export interface SearchHit { id: string; dataset: string; name: string; unit: string; frequency: string; source: string }
 export interface SearchResult { query: string; hits: SearchHit[]; more: boolean; micros: number; error?: string }
 export interface Info {
   id: string; dataset: string; name: string; unit: string; source: string; frequency: string;
   frequencyName: string; first: number; last: number; count: number; latest: number | null;
-  updatedMs: number; snapshotId: string; seq: number; pending: boolean; formula: string; error?: string;
+  updatedMs: number; snapshotId: string; seq: number; pending: boolean; formula: string; ref: string; error?: string;
 }
+export interface Compared { ref: string; id: string; dataset: string; name: string; unit: string; axis: number; values: (number | null)[] }
+export interface Comparison { times: number[]; series: Compared[]; units: string[]; truncated: boolean; note?: string; error?: string }
+export interface SeriesChanged { dataset: string; ids: string[] }
 export interface Series {
   id: string; name: string; unit: string; frequency: string; per: string; agg: string;
   times: number[]; values: (number | null)[]; truncated: boolean; note?: string; error?: string;
@@ -103,6 +106,8 @@ export const api = {
   info: (id: string) => call<Info>('Info', id),
   series: (id: string, from: string, to: string, per: string, agg: string) => call<Series>('Series', id, from, to, per, agg),
   formula: (id: string, from: string, to: string, opts: GetOptions) => call<Formula>('Formula', id, from, to, opts),
+  compare: (refs: string[], from: string, to: string, per: string, agg: string) => call<Comparison>('Compare', refs, from, to, per, agg),
+  openFolder: (path: string) => call<PathResult>('OpenFolder', path),
   exportSuggestion: (series: string[]) => call<PathResult>('ExportSuggestion', series),
   chooseExportFile: (suggested: string) => call<PathResult>('ChooseExportFile', suggested),
   chooseFolder: (start: string) => call<PathResult>('ChooseFolder', start),

@@ -74,6 +74,60 @@ export function value(v: number | null | undefined): string {
   return f.format(v);
 }
 
+// decimalsOf is the fewest decimals (at most 6) that show every value of a
+// series exactly: a series is shown with that many everywhere, so that its
+// numbers line up (28.80 under 29.15, not 28.8).
+// Values that 6 decimals do not show exactly (averages, changes) are
+// computed, not typed: they get 2 decimals, or 4 when all are below 1.
+export function decimalsOf(values: (number | null)[]): number {
+  let d = 0;
+  let big = 0;
+  for (const v of values) {
+    if (v === null || !Number.isFinite(v)) continue;
+    big = Math.max(big, Math.abs(v));
+    while (d < 7) {
+      const s = v * 10 ** d;
+      if (Math.abs(s - Math.round(s)) <= Math.max(1e-9, 1e-12 * Math.abs(s))) break;
+      d++;
+    }
+  }
+  if (d <= 6) return d;
+  return big >= 1 ? 2 : 4;
+}
+
+const fixedFormats = new Map<number, Intl.NumberFormat>();
+
+// fixed formats v with exactly d decimals in the user's locale.
+export function fixed(v: number | null | undefined, d: number): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—';
+  let f = fixedFormats.get(d);
+  if (!f) {
+    f = new Intl.NumberFormat(locale, { minimumFractionDigits: d, maximumFractionDigits: d });
+    fixedFormats.set(d, f);
+  }
+  return f.format(v);
+}
+
+const dateFormats = new Map<string, Intl.DateTimeFormat>();
+
+// localPeriod formats a period (unix seconds UTC) for its frequency in the
+// user's locale: 15/03/2010 or 3/15/2010, Mar 2010, 2010-Q1, 2010.
+export function localPeriod(t: number, freq: string): string {
+  const opts: Record<string, Intl.DateTimeFormatOptions> = {
+    H: { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZone: 'UTC' },
+    M: { year: 'numeric', month: 'short', timeZone: 'UTC' },
+    A: { year: 'numeric', timeZone: 'UTC' },
+  };
+  if (freq === 'Q') return period(t, freq);
+  const key = opts[freq] ? freq : 'D';
+  let f = dateFormats.get(key);
+  if (!f) {
+    f = new Intl.DateTimeFormat(locale, opts[key] ?? { year: 'numeric', month: 'short', day: 'numeric', timeZone: 'UTC' });
+    dateFormats.set(key, f);
+  }
+  return f.format(new Date(t * 1000));
+}
+
 export function bytes(n: number): string {
   if (!n) return '0 B';
   const u = ['B', 'KB', 'MB', 'GB', 'TB'];

@@ -66,7 +66,14 @@ try {
   const rows = await page.$$eval('#table tbody tr', (r) => r.length);
   check('table has every MSFT month', rows === 123, rows);
   const top = await page.$$eval('#table tbody tr:first-child td', (t) => t.map((x) => x.textContent));
-  check('table newest first', top[0] === '2010-03' && top[1] === '28.8', top);
+  // Dates in the user's locale (en-US here), the series' two decimals on every value.
+  const monthName = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'short', timeZone: 'UTC' }).format(new Date(Date.UTC(2010, 2, 1)));
+  check('table newest first, local dates, fixed decimals', top[0] === monthName && top[1] === (28.8).toLocaleString(undefined, { minimumFractionDigits: 2 }), top);
+
+  // A range preset writes a relative date, which the formula keeps.
+  await page.click('#preset-10Y');
+  await page.waitForFunction(() => document.querySelector('#formula')?.textContent === '=ES.Get("MSFT","-10Y")');
+  check('preset is relative', (await page.inputValue('#from')) === '-10Y', await page.inputValue('#from'));
 
   // Range, frequency, aggregate; the formula follows.
   await page.fill('#from', '2005-01');
@@ -96,9 +103,70 @@ try {
   const legend = await page.$eval('#chart .u-legend', (e) => e.textContent);
   check('legend shows hovered values', /\d/.test(legend) && /Q\d/.test(legend), legend);
   await page.screenshot({ path: `${artifacts}/ui-explorer.png` });
+  await page.click('#add-export');
+
+  // Copy the table as TSV and CSV: every row, oldest first, ISO dates.
+  await page.click('#copy-tsv');
+  await page.waitForFunction(() => window.__clipboard.length > 1);
+  const tsv = await page.evaluate(() => window.__clipboard[window.__clipboard.length - 1]);
+  const tsvLines = tsv.trim().split('\n');
+  check('TSV copied', tsvLines.length === 17 && tsvLines[0] === 'Date\tMSFT' && /^2005-01-01\t\d+(\.\d+)?$/.test(tsvLines[1]), tsvLines.slice(0, 3));
+  await page.click('#copy-csv');
+  await page.waitForFunction(() => window.__clipboard.length > 2);
+  const csv = await page.evaluate(() => window.__clipboard[window.__clipboard.length - 1]);
+  check('CSV copied', csv.startsWith('Date,MSFT\n2005-01-01,'), csv.slice(0, 40));
+
+  // Compare: IBM (same unit) and Iowa's fossil fuels (a second unit, right-hand axis).
+  for (const [q, sel] of [['IBM', '.hit[data-id="IBM"]'], ['fossil', '.hit[data-id="Fossil Fuels"]']]) {
+    await page.click('#add-compare');
+    await page.fill('#search', q);
+    await page.waitForSelector(sel);
+    await page.click(sel);
+  }
+  await page.waitForFunction(() => document.querySelector('#chart')?.dataset.series === '3');
+  const axes = await page.$$eval('#chart .u-axis', (a) => a.length);
+  check('compare: two value axes', axes === 3, axes);
+  const heads = await page.$$eval('#table thead th', (t) => t.map((x) => x.textContent));
+  check('compare: a column per series', heads.join('|') === 'Period|MSFT (USD)|IBM (USD)|Fossil Fuels (thousand MWh)', heads);
+  const compareLegend = await page.$eval('#chart .u-legend', (e) => e.textContent);
+  check('compare: legend names all three', ['MSFT', 'IBM', 'Fossil Fuels'].every((x) => compareLegend.includes(x)), compareLegend);
+  await page.screenshot({ path: `${artifacts}/ui-compare.png` });
+  await page.click('#compare .chip[data-ref="iowa:Fossil Fuels"] .chip-x');
+  await page.waitForFunction(() => document.querySelector('#chart')?.dataset.series === '2');
+
+  // Keyboard: arrow down into the results, Enter opens; frequency and
+  // aggregate go back to the series' own.
+  await page.fill('#search', '');
+  await page.locator('#search').pressSequentially('msft', { delay: 20 });
+  await page.waitForSelector('.hit[data-id="MSFT"]');
+  await page.focus('#search');
+  await page.keyboard.press('ArrowDown');
+  const focused = await page.evaluate(() => document.activeElement?.dataset?.id);
+  check('arrow down focuses the first result', focused === 'MSFT', focused);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.querySelector('#chart')?.dataset.series === '2' && document.querySelector('#per')?.value === '');
+  const perAgg = [await page.inputValue('#per'), await page.inputValue('#agg'), await page.inputValue('#from')];
+  check('frequency, aggregate and range reset on open', perAgg.join('|') === '|last|', perAgg);
+
+  // Live: a delta for MSFT on the server shows in the open chart and table.
+  await page.click('#compare .chip .chip-x');
+  await page.waitForFunction(() => document.querySelector('#chart')?.dataset.series === '1');
+  const liveStart = Date.now();
+  await page.evaluate(() => fetch('/__ingest').then((r) => { if (!r.ok) throw new Error('ingest ' + r.status); }));
+  await page.waitForFunction(() => document.querySelector('#table tbody tr:first-child td:last-child')?.textContent === (31.25).toLocaleString(undefined, { minimumFractionDigits: 2 }), null, { timeout: 10000 });
+  out.liveMs = Date.now() - liveStart;
+  check('live update shown within 5 s', out.liveMs < 5000, out.liveMs);
+
+  // Facets: a search across datasets narrows to one.
+  await page.fill('#search', '');
+  await page.locator('#search').pressSequentially('e', { delay: 20 });
+  await page.waitForSelector('#facet-dataset');
+  const facetVals = await page.$$eval('#facet-dataset option', (o) => o.map((x) => x.value).filter(Boolean));
+  check('dataset facet offers several', facetVals.length >= 2, facetVals);
+  await page.selectOption('#facet-dataset', facetVals[0]);
+  await page.waitForFunction((ds) => [...document.querySelectorAll('.hit')].length > 0 && [...document.querySelectorAll('.hit')].every((x) => x.dataset.dataset === ds), facetVals[0]);
 
   // Export: MSFT from the Explorer, IBM from the picker.
-  await page.click('#add-export');
   await page.click('#tab-export');
   await page.waitForSelector('#export-series .chip');
   await page.locator('#export-search').pressSequentially('IBM', { delay: 40 });
@@ -116,6 +184,7 @@ try {
   check('export progress bar full', bar === '100%', bar);
   const events = await page.evaluate(() => window.__events.filter((e) => e.name === 'export:progress').length);
   check('export progress events', events > 0, events);
+  await page.click('#export-open-folder');
   out.export = result;
   await page.screenshot({ path: `${artifacts}/ui-export.png` });
 

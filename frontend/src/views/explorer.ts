@@ -1,11 +1,25 @@
-import { api, copyText, Info, Opened, SearchResult, Series } from '../api';
+import { api, copyText, Info, on, Opened, SearchHit, SearchResult, SeriesChanged } from '../api';
 import type { Shell, View } from '../main';
 import { reportReady } from '../main';
 import { Chart } from '../chart';
 import { exportSelection } from '../state';
-import { h, clear, debounce, num, value, period, freqNames, errorBox, toast } from '../util';
+import { h, clear, debounce, num, value, period, localPeriod, fixed, decimalsOf, freqNames, errorBox, toast } from '../util';
 
 const TABLE_PAGE = 500;
+// MAX_COMPARE is the most series on one chart (app.MaxCompare).
+const MAX_COMPARE = 8;
+
+// Shown is what the chart and table show: one or more series over the
+// same times.
+interface Shown {
+  times: number[];
+  freq: string;
+  cols: { ref: string; id: string; unit: string; values: (number | null)[]; decimals: number; axis: number }[];
+  units: string[];
+}
+
+// Facet keys of a search hit, beside the search box.
+const FACETS: [keyof SearchHit, string][] = [['dataset', 'Dataset'], ['source', 'Source'], ['frequency', 'Frequency'], ['unit', 'Unit']];
 
 export class ExplorerView implements View {
   id = 'explorer';
@@ -25,9 +39,14 @@ export class ExplorerView implements View {
   private chartBox = h('div', { id: 'chart', class: 'chart' });
   private table = h('div', { id: 'table', class: 'table-box' });
   private msg = h('div');
+  private compareBox = h('div', { id: 'compare', class: 'chips compare' });
+  private facets = h('div', { id: 'facets', class: 'facets' });
+  private facetSel: Partial<Record<keyof SearchHit, string>> = {};
+  private hits: SearchHit[] = [];
   private chart = new Chart(this.chartBox);
   private current?: Info;
-  private data?: Series;
+  private compared: Info[] = []; // besides current, on the same chart
+  private data?: Shown;
   private shown = 0;
   private seq = 0; // of the latest search, to drop stale answers
   private loadSeq = 0;
@@ -36,10 +55,34 @@ export class ExplorerView implements View {
     const search = debounce((q: string) => void this.search(q), 120);
     this.q.addEventListener('input', () => search(this.q.value));
     this.q.addEventListener('keydown', (e) => {
+      const first = this.results.querySelector<HTMLButtonElement>('.hit');
       if (e.key === 'Enter') {
-        const first = this.results.querySelector<HTMLButtonElement>('.hit');
         first?.click();
+      } else if (e.key === 'ArrowDown' && first) {
+        e.preventDefault();
+        first.focus();
       }
+    });
+    // Arrow keys walk the results, Enter opens one (a button), Escape goes
+    // back to the search box.
+    this.results.addEventListener('keydown', (e) => {
+      const hits = [...this.results.querySelectorAll<HTMLButtonElement>('.hit')];
+      const i = hits.indexOf(document.activeElement as HTMLButtonElement);
+      if (i < 0) return;
+      if (e.key === 'ArrowDown' && i < hits.length - 1) hits[i + 1].focus();
+      else if (e.key === 'ArrowUp') (i > 0 ? hits[i - 1] : this.q).focus();
+      else if (e.key === 'Home') hits[0].focus();
+      else if (e.key === 'End') hits[hits.length - 1].focus();
+      else if (e.key === 'Escape') this.q.focus();
+      else return;
+      e.preventDefault();
+    });
+    // Follow live values: a delta that touches a series on the chart
+    // redraws it (debounced: a burst of deltas is one redraw).
+    const follow = debounce(() => void this.load(), 100);
+    on<SeriesChanged>('series:changed', (c) => {
+      const shown = [this.current, ...this.compared].filter(Boolean) as Info[];
+      if (shown.some((i) => i.dataset === c.dataset && (!c.ids || c.ids.length === 0 || c.ids.includes(i.id)))) follow();
     });
     const reload = debounce(() => void this.load(), 250);
     for (const i of [this.from, this.to]) i.addEventListener('input', reload);
@@ -52,9 +95,9 @@ export class ExplorerView implements View {
 
     const presets = h('div', { class: 'seg', role: 'group', 'aria-label': 'Range' },
       ...([['All', 0], ['10Y', 10], ['5Y', 5], ['1Y', 1]] as [string, number][]).map(([label, years]) =>
-        h('button', { class: 'seg-btn', onclick: () => this.preset(years) }, label)));
+        h('button', { class: 'seg-btn', id: `preset-${label}`, onclick: () => this.preset(years) }, label)));
 
-    const side = h('div', { class: 'explorer-side' }, h('div', { class: 'search-box' }, this.q), this.resultInfo, this.results);
+    const side = h('div', { class: 'explorer-side' }, h('div', { class: 'search-box' }, this.q), this.facets, this.resultInfo, this.results);
     const controls = h('div', { class: 'controls' },
       presets,
       h('label', { class: 'field' }, 'From', this.from),
@@ -62,10 +105,13 @@ export class ExplorerView implements View {
       h('label', { class: 'field' }, 'Frequency', this.per),
       h('label', { class: 'field' }, 'Aggregate', this.agg),
       h('span', { class: 'grow' }),
+      h('button', { class: 'btn', id: 'add-compare', title: `Draw another series on this chart (up to ${MAX_COMPARE})`, onclick: () => this.addToCompare() }, 'Compare…'),
       h('button', { class: 'btn', id: 'add-export', onclick: () => this.addToExport() }, 'Add to export'),
+      h('button', { class: 'btn', id: 'copy-tsv', title: 'Copy the table, tab-separated (pastes into Excel)', onclick: () => void this.copyTable('\t') }, 'Copy TSV'),
+      h('button', { class: 'btn', id: 'copy-csv', title: 'Copy the table as CSV', onclick: () => void this.copyTable(',') }, 'Copy CSV'),
       h('button', { class: 'btn primary', id: 'copy-formula', onclick: () => void this.copyFormula() }, 'Copy formula'));
     const main = h('div', { class: 'explorer-main' },
-      this.head, controls,
+      this.head, controls, this.compareBox,
       h('div', { class: 'formula-row' }, h('span', { class: 'small muted' }, 'Excel'), this.formula),
       this.msg, this.chartBox, this.table);
     this.el.append(side, main);
@@ -93,15 +139,94 @@ export class ExplorerView implements View {
       this.results.append(errorBox(r.error)!);
       return;
     }
-    if (!q.trim()) return;
-    this.resultInfo.append(r.hits.length === 0 ? 'No series match.' : `${r.hits.length}${r.more ? '+' : ''} series · ${(r.micros / 1000).toFixed(1)} ms`);
-    for (const hit of r.hits) {
-      const b = h('button', { class: 'hit', role: 'option', 'data-id': hit.id, onclick: () => this.open(`${hit.dataset}:${hit.id}`) },
+    if (!q.trim()) {
+      this.hits = [];
+      clear(this.facets);
+      return;
+    }
+    this.hits = r.hits;
+    this.renderFacets();
+    const hits = r.hits.filter((hit) => FACETS.every(([k]) => !this.facetSel[k] || hit[k] === this.facetSel[k]));
+    this.resultInfo.append(r.hits.length === 0 ? 'No series match.' :
+      `${hits.length === r.hits.length ? '' : `${hits.length} of `}${r.hits.length}${r.more ? '+' : ''} series · ${(r.micros / 1000).toFixed(1)} ms`);
+    for (const hit of hits) {
+      // A compare-picking click adds the series to the chart instead.
+      const b = h('button', { class: 'hit', role: 'option', 'data-id': hit.id, 'data-dataset': hit.dataset,
+        onclick: () => (this.picking ? this.pickCompare(`${hit.dataset}:${hit.id}`) : this.open(`${hit.dataset}:${hit.id}`)) },
         h('div', { class: 'hit-id' }, hit.id),
         hit.name ? h('div', { class: 'hit-name' }, hit.name) : null,
         h('div', { class: 'hit-meta' }, [hit.dataset, hit.unit, freqNames[hit.frequency] ?? hit.frequency].filter(Boolean).join(' · ')));
       if (this.current && this.current.id === hit.id && this.current.dataset === hit.dataset) b.classList.add('active');
       this.results.append(b);
+    }
+  }
+
+  // renderFacets offers a select per facet (dataset, source, frequency,
+  // unit) over the hits: choosing one narrows the list.
+  private renderFacets(): void {
+    clear(this.facets);
+    for (const [k, label] of FACETS) {
+      const vals = [...new Set(this.hits.map((x) => String(x[k] ?? '')).filter(Boolean))].sort();
+      if (vals.length < 2 && !this.facetSel[k]) continue;
+      const sel = h('select', { id: `facet-${k}`, 'aria-label': label },
+        h('option', { value: '' }, `${label}: all`),
+        ...vals.map((v) => h('option', { value: v }, k === 'frequency' ? freqNames[v] ?? v : v))) as HTMLSelectElement;
+      sel.value = this.facetSel[k] ?? '';
+      sel.addEventListener('change', () => {
+        this.facetSel[k] = sel.value || undefined;
+        void this.search(this.q.value);
+      });
+      this.facets.append(sel);
+    }
+  }
+
+  private picking = false;
+
+  // addToCompare: the next result chosen joins the chart.
+  private addToCompare(): void {
+    if (!this.current) {
+      toast('Open a series first');
+      return;
+    }
+    if (this.compared.length + 1 >= MAX_COMPARE) {
+      toast(`The chart compares at most ${MAX_COMPARE} series`);
+      return;
+    }
+    this.picking = true;
+    this.el.classList.add('picking');
+    toast('Choose a series to compare');
+    this.q.focus();
+    this.q.select();
+  }
+
+  // pickCompare adds series ref to the chart.
+  async pickCompare(ref: string): Promise<void> {
+    this.picking = false;
+    this.el.classList.remove('picking');
+    const info = await api.info(ref);
+    if (info.error || !this.current) {
+      toast(info.error ?? 'Open a series first');
+      return;
+    }
+    const same = (a: Info) => a.dataset === info.dataset && a.id === info.id;
+    if (same(this.current) || this.compared.some(same)) return;
+    if (this.compared.length + 1 >= MAX_COMPARE) return;
+    this.compared.push(info);
+    this.renderCompare();
+    await this.load();
+  }
+
+  private renderCompare(): void {
+    clear(this.compareBox);
+    if (!this.compared.length) return;
+    this.compareBox.append(h('span', { class: 'small muted' }, 'Compared with'));
+    for (const c of this.compared) {
+      this.compareBox.append(h('span', { class: 'chip', 'data-ref': `${c.dataset}:${c.id}` }, `${c.id}${c.unit ? ` (${c.unit})` : ''}`,
+        h('button', { class: 'chip-x', title: `Remove ${c.id}`, onclick: () => {
+          this.compared = this.compared.filter((x) => x !== c);
+          this.renderCompare();
+          void this.load();
+        } }, '×')));
     }
   }
 
@@ -124,6 +249,12 @@ export class ExplorerView implements View {
     for (const b of this.results.querySelectorAll('.hit')) b.classList.toggle('active', (b as HTMLElement).dataset.id === info.id);
     this.from.value = '';
     this.to.value = '';
+    // Frequency and aggregate start from the series' own each time.
+    this.per.value = '';
+    this.agg.value = 'last';
+    this.agg.disabled = true;
+    this.compared = this.compared.filter((c) => !(c.dataset === info.dataset && c.id === info.id));
+    this.renderCompare();
     this.renderHead(info);
     await this.load(pre);
   }
@@ -140,21 +271,16 @@ export class ExplorerView implements View {
       h('div', { class: 'chips' },
         chip('id', i.id), chip('dataset', i.dataset), i.unit ? chip('unit', i.unit) : null,
         chip('frequency', i.frequencyName || i.frequency), chip('points', num(i.count)),
-        i.count ? chip('range', `${period(i.first, i.frequency)} – ${period(i.last, i.frequency)}`) : null,
+        i.count ? chip('range', `${localPeriod(i.first, i.frequency)} – ${localPeriod(i.last, i.frequency)}`) : null,
         chip('latest', value(i.latest)), i.source ? chip('source', i.source) : null));
   }
 
+  // preset sets a range relative to today ("-10Y"), which a copied
+  // formula keeps relative: it moves with the date it is recalculated on.
   private preset(years: number): void {
     if (!this.current) return;
-    if (!years) {
-      this.from.value = '';
-      this.to.value = '';
-    } else {
-      const d = new Date(this.current.last * 1000);
-      d.setUTCFullYear(d.getUTCFullYear() - years);
-      this.from.value = d.toISOString().slice(0, 10);
-      this.to.value = '';
-    }
+    this.from.value = years ? `-${years}Y` : '';
+    this.to.value = '';
     void this.load();
   }
 
@@ -163,50 +289,81 @@ export class ExplorerView implements View {
   async load(pre?: Opened): Promise<void> {
     if (!this.current) return;
     const my = ++this.loadSeq;
+    const cur = this.current;
     const ref = this.ref();
     const per = this.per.value;
     const agg = per ? this.agg.value : '';
-    const [s, f] = pre && !per && !this.from.value && !this.to.value
-      ? [pre.series, pre.formula]
-      : await Promise.all([
-        api.series(ref, this.from.value, this.to.value, per, agg),
-        api.formula(this.current.id, this.from.value, this.to.value, { per, agg, fill: '', desc: false, headers: false, last: 0 }),
-      ]);
+    const from = this.from.value, to = this.to.value;
+    const formula = pre && !per && !from && !to ? Promise.resolve(pre.formula)
+      : api.formula(cur.ref || cur.id, from, to, { per, agg, fill: '', desc: false, headers: false, last: 0 });
+    let shown: Shown | undefined;
+    let error = '', note = '';
+    if (this.compared.length) {
+      const c = await api.compare([ref, ...this.compared.map((x) => `${x.dataset}:${x.id}`)], from, to, per, agg);
+      error = c.error ?? '';
+      note = c.note ?? '';
+      if (!error) {
+        shown = { times: c.times, freq: per || cur.frequency, units: c.units,
+          cols: c.series.map((x) => ({ ref: x.ref, id: x.id, unit: x.unit, values: x.values, decimals: decimalsOf(x.values), axis: x.axis })) };
+      }
+    } else {
+      const s = pre && !per && !from && !to ? pre.series : await api.series(ref, from, to, per, agg);
+      error = s.error ?? '';
+      note = s.note ?? '';
+      if (!error) {
+        shown = { times: s.times, freq: s.frequency, units: [s.unit],
+          cols: [{ ref, id: s.id, unit: s.unit, values: s.values, decimals: decimalsOf(s.values), axis: 0 }] };
+      }
+    }
+    const f = await formula;
     if (my !== this.loadSeq) return;
     clear(this.msg);
-    this.formula.textContent = f.error ? '' : f.text;
+    // A formula that gives no data today still reads (a relative range may
+    // reach data later): its text shows with the reason as its title.
+    this.formula.textContent = f.text ?? '';
     this.formula.title = f.error ? f.error : `Spills to ${num(f.rows)} rows × ${f.cols} columns`;
-    if (s.error) {
-      this.msg.append(errorBox(s.error)!);
+    if (error || !shown) {
+      this.msg.append(errorBox(error)!);
       this.chart.clear();
       clear(this.table);
       return;
     }
-    if (s.note) this.msg.append(h('div', { class: 'note' }, s.note));
-    this.data = s;
-    this.chart.set(s.times, s.values, s.unit ? `${s.id} (${s.unit})` : s.id, s.frequency);
+    if (note) this.msg.append(h('div', { class: 'note' }, note));
+    this.data = shown;
+    const label = (c: Shown['cols'][number]) => (c.unit ? `${c.id} (${c.unit})` : c.id);
+    if (shown.cols.length === 1) {
+      this.chart.set(shown.times, shown.cols[0].values, label(shown.cols[0]), shown.freq, shown.cols[0].decimals);
+    } else {
+      this.chart.setMany(shown.times, shown.cols.map((c) => ({ label: label(c), values: c.values, axis: c.axis, decimals: c.decimals })), shown.freq, shown.units);
+    }
+    this.chartBox.dataset.series = String(shown.cols.length);
+    this.chartBox.dataset.points = String(shown.times.length);
     this.shown = 0;
     clear(this.table);
     this.renderTable();
     reportReady('explorer');
   }
 
-  // renderTable shows the points newest first, a page at a time.
+  // renderTable shows the points newest first, a page at a time: a
+  // column per series, each with its own count of decimals.
   private renderTable(): void {
     const s = this.data;
     if (!s) return;
     let tbody = this.table.querySelector('tbody');
     if (!tbody) {
       tbody = h('tbody');
-      this.table.append(h('table', { class: 'grid compact' },
-        h('thead', {}, h('tr', {}, h('th', {}, 'Period'), h('th', { class: 'num' }, s.unit ? `Value (${s.unit})` : 'Value'))), tbody));
+      const heads = s.cols.length === 1
+        ? [h('th', { class: 'num' }, s.cols[0].unit ? `Value (${s.cols[0].unit})` : 'Value')]
+        : s.cols.map((c) => h('th', { class: 'num' }, c.unit ? `${c.id} (${c.unit})` : c.id));
+      this.table.append(h('table', { class: 'grid compact' }, h('thead', {}, h('tr', {}, h('th', {}, 'Period'), ...heads)), tbody));
     }
     const n = s.times.length;
     const end = Math.min(n, this.shown + TABLE_PAGE);
     const frag = document.createDocumentFragment();
     for (let k = this.shown; k < end; k++) {
       const i = n - 1 - k;
-      frag.append(h('tr', {}, h('td', {}, period(s.times[i], s.frequency)), h('td', { class: 'num' }, value(s.values[i]))));
+      frag.append(h('tr', {}, h('td', { 'data-t': s.times[i] }, localPeriod(s.times[i], s.freq)),
+        ...s.cols.map((c) => h('td', { class: 'num' }, fixed(c.values[i], c.decimals)))));
     }
     tbody.append(frag);
     this.shown = end;
@@ -214,6 +371,31 @@ export class ExplorerView implements View {
     if (end < n) {
       this.table.append(h('button', { class: 'btn ghost more', onclick: () => this.renderTable() }, `Show more (${num(n - end)} older)`));
     }
+  }
+
+  // tableText is the whole table (every row, not only those shown), oldest
+  // first, with ISO dates and plain numbers, so that a spreadsheet reads it
+  // in any locale; sep is a tab or a comma.
+  tableText(sep: string): string {
+    const s = this.data;
+    if (!s) return '';
+    const cell = (x: string) => (sep === ',' && /[",\n]/.test(x) ? `"${x.replace(/"/g, '""')}"` : x.replace(/[\t\n]/g, ' '));
+    const lines = [['Date', ...s.cols.map((c) => c.id)].map(cell).join(sep)];
+    for (let i = 0; i < s.times.length; i++) {
+      lines.push([period(s.times[i], s.freq === 'H' ? 'H' : 'D'),
+        ...s.cols.map((c) => (c.values[i] == null || !Number.isFinite(c.values[i]!) ? '' : String(c.values[i])))].join(sep));
+    }
+    return lines.join('\n') + '\n';
+  }
+
+  private async copyTable(sep: string): Promise<void> {
+    const text = this.tableText(sep);
+    if (!text) {
+      toast('Choose a series first');
+      return;
+    }
+    const n = this.data!.times.length;
+    toast((await copyText(text)) ? `Copied ${num(n)} rows as ${sep === ',' ? 'CSV' : 'TSV'}` : 'Could not copy the table');
   }
 
   private async copyFormula(): Promise<void> {
@@ -227,7 +409,7 @@ export class ExplorerView implements View {
 
   private addToExport(): void {
     if (!this.current) return;
-    exportSelection.add(this.current.id);
+    exportSelection.add(this.current.ref || this.current.id);
     toast(`${this.current.id} added to the export`);
     void this.shell;
   }

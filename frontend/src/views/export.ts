@@ -1,7 +1,7 @@
 import { api, on, ExportProgress } from '../api';
 import type { View } from '../main';
 import { exportSelection } from '../state';
-import { h, clear, debounce, num, bytes, errorBox } from '../util';
+import { h, clear, debounce, num, bytes, errorBox, toast } from '../util';
 
 export class ExportView implements View {
   id = 'export';
@@ -124,7 +124,11 @@ export class ExportView implements View {
     this.bar.style.width = '100%';
     this.result.append(h('div', { class: 'ok-box' },
       h('strong', {}, 'Saved '), h('code', {}, r.path),
-      h('div', { class: 'small muted' }, `${num(r.series)} series × ${num(r.rows)} dates, ${num(r.cells)} values, ${bytes(r.bytes)} in ${(r.millis / 1000).toFixed(2)} s`)));
+      h('div', { class: 'small muted' }, `${num(r.series)} series × ${num(r.rows)} dates, ${num(r.cells)} values, ${bytes(r.bytes)} in ${(r.millis / 1000).toFixed(2)} s`),
+      h('button', { class: 'btn', id: 'export-open-folder', onclick: async () => {
+        const o = await api.openFolder(r.path);
+        if (o.error) toast(o.error);
+      } }, 'Show in folder')));
   }
 }
 
