@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/energyscope/energyscope/localcache/delta"
@@ -80,8 +78,10 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger)
 		if err != nil {
 			// Keep the unreadable log for inspection; start a fresh one
-			// above every seq its segment names promise.
-			floor = max(floor, walNameFloor(filepath.Join(d.dir, WALDir)))
+			// above every seq it may have acknowledged: its segment names
+			// and every intact frame, behind the damage too.
+			salvaged, _ := delta.SalvageSeq(filepath.Join(d.dir, WALDir))
+			floor = max(floor, salvaged)
 			a := filepath.Join(d.dir, fmt.Sprintf("%s%s-%d", DamagedPrefix, WALDir, time.Now().UnixNano()))
 			if rerr := os.Rename(filepath.Join(d.dir, WALDir), a); rerr != nil {
 				snap.Close()
@@ -159,19 +159,4 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	s.opts.Logger.Info("damaged dataset healed", "dataset", d.name, "snapshot", m.SnapshotID, "kept_log_records", len(kept))
 	go s.notify(d.name, nil)
 	return nil
-}
-
-// walNameFloor is the highest first-seq a segment name in dir promises
-// (0 if none): a lower bound of the seqs an unreadable log held.
-func walNameFloor(dir string) uint64 {
-	ents, _ := os.ReadDir(dir)
-	var f uint64
-	for _, e := range ents {
-		if n, ok := strings.CutSuffix(e.Name(), ".wal"); ok {
-			if v, err := strconv.ParseUint(n, 10, 64); err == nil {
-				f = max(f, v)
-			}
-		}
-	}
-	return f
 }
