@@ -241,7 +241,13 @@ func foreignAppend(t *testing.T, l *Lake, dataset string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := arrowSchema(format.PeriodDate32)
+	// Another engine's own Arrow schema: plain strings.
+	str := arrow.BinaryTypes.String
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "series_id", Type: str}, {Name: "period", Type: arrow.FixedWidthTypes.Date32},
+		{Name: "value", Type: arrow.PrimitiveTypes.Float64}, {Name: "frequency", Type: str},
+		{Name: "unit", Type: str}, {Name: "name", Type: str}, {Name: "source", Type: str},
+	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
 	b.Field(0).(*array.StringBuilder).Append("FOREIGN")
