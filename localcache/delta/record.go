@@ -64,8 +64,9 @@ type Record struct {
 // ErrBadRecord wraps every validation failure of a batch.
 var ErrBadRecord = errors.New("bad delta record")
 
-// Validate checks a batch before anything is written: ops, ids, finite
-// values, known frequencies, and strictly increasing seqs.
+// Validate checks a batch before anything is written: ops, ids (the
+// rules of format.ValidSeriesID, shared with cook), finite values, known
+// frequencies, and strictly increasing seqs.
 func Validate(batch []Record) error {
 	var prev uint64
 	for i := range batch {
@@ -83,8 +84,8 @@ func Validate(batch []Record) error {
 		if r.Op != Upsert && r.Op != Delete {
 			return bad("unknown op %d", r.Op)
 		}
-		if r.SeriesID == "" || len(r.SeriesID) > maxIDLen {
-			return bad("series id must be 1..%d bytes", maxIDLen)
+		if err := format.ValidSeriesID(r.SeriesID); err != nil {
+			return bad("%v", err)
 		}
 		if r.Period < minPeriod || r.Period > maxPeriod {
 			return bad("period %d is outside the range a snapshot can hold", r.Period)
@@ -107,7 +108,7 @@ func Validate(batch []Record) error {
 }
 
 const (
-	maxIDLen   = 1024
+	maxIDLen   = format.MaxSeriesIDLen
 	maxMetaLen = 4096
 )
 

@@ -30,6 +30,7 @@ func TestValidate(t *testing.T) {
 			with(up(3), func(r *Record) { r.Meta = &Meta{} }),
 		}, true},
 		{"id of the maximum length", []Record{with(up(1), func(r *Record) { r.SeriesID = strings.Repeat("i", maxIDLen) })}, true},
+		{"id in UTF-8", []Record{with(up(1), func(r *Record) { r.SeriesID = "Zürich/Ölpreis €" })}, true},
 		{"negative period", []Record{with(up(1), func(r *Record) { r.Period = -86400 * 365 * 50 })}, true},
 
 		{"seq 0", []Record{up(0)}, false},
@@ -40,6 +41,8 @@ func TestValidate(t *testing.T) {
 		{"unknown op 3", []Record{with(up(1), func(r *Record) { r.Op = 3 })}, false},
 		{"empty id", []Record{with(up(1), func(r *Record) { r.SeriesID = "" })}, false},
 		{"id too long", []Record{with(up(1), func(r *Record) { r.SeriesID = strings.Repeat("i", maxIDLen+1) })}, false},
+		{"id with a NUL byte", []Record{with(up(1), func(r *Record) { r.SeriesID = "A\x00B" })}, false},
+		{"id of invalid UTF-8", []Record{with(up(1), func(r *Record) { r.SeriesID = "A\xffB" })}, false},
 		{"NaN", []Record{with(up(1), func(r *Record) { r.Value = math.NaN() })}, false},
 		{"+Inf", []Record{with(up(1), func(r *Record) { r.Value = math.Inf(1) })}, false},
 		{"-Inf", []Record{up(1), with(up(2), func(r *Record) { r.Value = math.Inf(-1) })}, false},

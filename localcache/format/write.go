@@ -341,6 +341,20 @@ func sortSegment(seg []uint32, period []int64) {
 	}
 }
 
+// InferFrequency is the frequency Write gives a series that has none, from
+// its periods (unix seconds, in any order): the median spacing of the first
+// distinct periods. Live ingest uses it for a series a delta creates, so
+// that the delta and a cook of the same rows agree.
+func InferFrequency(periods []int64) Frequency {
+	p := slices.Clone(periods)
+	slices.Sort(p)
+	seg := make([]uint32, len(p))
+	for i := range seg {
+		seg[i] = uint32(i)
+	}
+	return inferFrequency(seg, p)
+}
+
 // inferFrequency picks the frequency from the median spacing of the first
 // distinct periods of a series.
 func inferFrequency(seg []uint32, period []int64) Frequency {
