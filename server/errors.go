@@ -7,6 +7,7 @@ import (
 
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/server/cook"
 )
 
 // Sentinel errors of the server's input paths. The HTTP layer maps them to
@@ -14,7 +15,9 @@ import (
 var (
 	// ErrBadInput: the request's rows or source file cannot be accepted
 	// as sent (malformed, invalid values, unknown op, ...). HTTP 400.
-	ErrBadInput = errors.New("bad input")
+	// It is cook's ErrBadInput, which every *cook.InputError matches, so
+	// a bad source file of a PUT is bad input too.
+	ErrBadInput = cook.ErrBadInput
 	// ErrTooLarge: the request's body or batch exceeds a limit. HTTP 413.
 	ErrTooLarge = errors.New("too large")
 	// ErrConflict: the request contradicts the home's state, e.g. a new

@@ -54,8 +54,8 @@ func runCook(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "cooked %s: %d rows, %d series, %d duplicates (last one won), %d bad rows skipped, snapshot %s, %.2fs\n",
-		dataset, res.manifest.Rows, res.manifest.Series, res.stats.Duplicates, res.skipped, res.manifest.SnapshotID, res.elapsed.Seconds())
+	fmt.Fprintf(e.stdout, "cooked %s: %d rows, %d series, %d duplicates (last one won), %d bad rows skipped, %d empty values dropped, snapshot %s, %.2fs\n",
+		dataset, res.manifest.Rows, res.manifest.Series, res.stats.Duplicates, res.skipped, res.empty, res.manifest.SnapshotID, res.elapsed.Seconds())
 	if cold := res.manifest.Series - res.manifest.HotSeries; cold > 0 {
 		fmt.Fprintf(e.stdout, "cold tier: %d series in %s (%d bytes)\n", cold, format.TailFile, res.manifest.File(format.TailFile).Size)
 	}
@@ -65,7 +65,8 @@ func runCook(e *env, args []string) error {
 type cookResult struct {
 	manifest *format.Manifest
 	stats    format.WriteStats
-	skipped  int64
+	skipped  int64 // bad rows skipped (--skip-bad)
+	empty    int64 // empty value cells and nulls: no point, not an error
 	elapsed  time.Duration
 }
 
@@ -88,7 +89,7 @@ func cookDatasetTail(e *env, home, dataset string, ins []string, o cook.InputOpt
 	}
 	bar := newProgress(e.stderr, "read", total)
 	b := cook.NewBuilder()
-	var done, skipped int64
+	var done, skipped, empty int64
 	for _, in := range ins {
 		oo := o
 		base := done
@@ -99,6 +100,7 @@ func cookDatasetTail(e *env, home, dataset string, ins []string, o cook.InputOpt
 			return nil, err
 		}
 		skipped += fst.Skipped
+		empty += fst.Empty
 		st, _ := os.Stat(in)
 		done += st.Size()
 	}
@@ -145,5 +147,5 @@ func cookDatasetTail(e *env, home, dataset string, ins []string, o cook.InputOpt
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	return &cookResult{manifest: m, stats: wst, skipped: skipped, elapsed: time.Since(start)}, nil
+	return &cookResult{manifest: m, stats: wst, skipped: skipped, empty: empty, elapsed: time.Since(start)}, nil
 }

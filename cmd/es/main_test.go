@@ -113,6 +113,12 @@ func TestCookBadInput(t *testing.T) {
 	if !strings.Contains(out, "1 bad rows skipped") {
 		t.Fatalf("skip-bad: %s", out)
 	}
+	// Empty value cells are no points, not errors, and the summary counts them.
+	gaps := filepath.Join(dir, "gaps.csv")
+	os.WriteFile(gaps, []byte("series_id,period,value\nA,2020-01-01,1\nA,2020-01-02,\nA,2020-01-03, \nA,2020-01-04,4\n"), 0o644)
+	if out := mustES(t, "cook", "--home", home, "--dataset", "g", "--in", gaps); !strings.Contains(out, "2 rows") || !strings.Contains(out, "2 empty values dropped") {
+		t.Fatalf("empty values: %s", out)
+	}
 	if code, _, _ := es(t, "cook", "--home", home, "--dataset", "../x", "--in", bad); code != 2 {
 		t.Fatalf("bad dataset name: exit %d", code)
 	}

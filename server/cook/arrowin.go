@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -23,14 +23,28 @@ import (
 const arrowBatchRows = 64 << 10
 
 // readParquet reads a Parquet file batch by batch, decoding only the
-// columns the layout uses.
-func (tx *fileTx) readParquet(f *os.File, size int64) error {
-	pr, err := file.NewParquetReader(f)
+// columns the layout uses. The file is untrusted: its footer is checked
+// against the file size by the Parquet reader, pages may declare at most
+// the file's size compressed and inputBudget(size) uncompressed, every
+// buffer comes from a budgetAllocator, and the declared row count sizes
+// the table up front only up to a row per byte of the file.
+func (tx *fileTx) readParquet(f *os.File, size int64) (err error) {
+	defer recoverInput(tx.name, &err)
+	mem := newBudgetAllocator(inputBudget(size))
+	props := parquet.NewReaderProperties(mem)
+	if size > 0 {
+		props.MaxCompressedPageSize = min(size, parquet.DefaultMaxCompressedPageSize)
+		props.MaxUncompressedPageSize = min(inputBudget(size), parquet.DefaultMaxUncompressedPageSize)
+	}
+	pr, err := file.NewParquetReader(f, file.WithReadProps(props))
 	if err != nil {
 		return &InputError{File: tx.name, Err: fmt.Errorf("parquet: %w", err)}
 	}
 	defer pr.Close()
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: arrowBatchRows}, memory.DefaultAllocator)
+	if err := checkParquetChunks(pr, size); err != nil {
+		return &InputError{File: tx.name, Err: fmt.Errorf("parquet: %w", err)}
+	}
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: arrowBatchRows}, mem)
 	if err != nil {
 		return &InputError{File: tx.name, Err: fmt.Errorf("parquet: %w", err)}
 	}
@@ -56,10 +70,10 @@ func (tx *fileTx) readParquet(f *os.File, size int64) error {
 		return err
 	}
 	nrows := pr.NumRows()
-	if tx.o.Wide {
-		tx.grow(nrows * int64(len(l.wide)))
+	if hint := min(nrows, size); tx.o.Wide {
+		tx.grow(hint * int64(len(l.wide)))
 	} else {
-		tx.grow(nrows)
+		tx.grow(hint)
 	}
 	rr, err := fr.GetRecordReader(context.Background(), leaves, nil)
 	if err != nil {
@@ -70,24 +84,70 @@ func (tx *fileTx) readParquet(f *os.File, size int64) error {
 	if err != nil {
 		return err
 	}
-	return tx.addAll(rl, "parquet", readerNext(rr), func(row int64, _ int) {
+	var read int64
+	err = tx.addAll(rl, "parquet", readerNext(rr), func(row int64, _ int) {
+		read = row
 		if tx.o.Progress != nil && nrows > 0 && size > 0 {
 			tx.o.Progress(size*row/nrows, size)
 		}
 	})
+	if err == nil && read != nrows {
+		err = &InputError{File: tx.name, Err: fmt.Errorf("%w: parquet: the footer declares %d rows, the columns hold %d", ErrMalformed, nrows, read)}
+	}
+	return err
+}
+
+// checkParquetChunks checks that every column chunk lies inside the file:
+// the Parquet reader reads a whole chunk into one buffer of the length the
+// footer declares (parquet.ReaderProperties.GetStream).
+func checkParquetChunks(pr *file.Reader, size int64) error {
+	if size < 0 {
+		return nil
+	}
+	md := pr.MetaData()
+	for g := range md.NumRowGroups() {
+		rg := md.RowGroup(g)
+		for c := range rg.NumColumns() {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				return err
+			}
+			start := cc.DataPageOffset()
+			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
+				start = cc.DictionaryPageOffset()
+			}
+			n := cc.TotalCompressedSize()
+			if start < 0 || n < 0 || start > size || n > size-start {
+				return fmt.Errorf("%w: row group %d column %d declares %d bytes at offset %d of a %d-byte file", ErrMalformed, g, c, n, start, size)
+			}
+		}
+	}
+	return nil
 }
 
 // readArrow reads an Arrow IPC file, or an IPC stream when the file has no
-// file magic.
-func (tx *fileTx) readArrow(f *os.File, size int64) error {
-	var magic [6]byte
+// file magic. Allocation is bounded by the file's size: a stream goes
+// through the checking message reader of ipcscan.go, a file's blocks are
+// checked against its size by arrow-go and its buffers come from a
+// budgetAllocator.
+func (tx *fileTx) readArrow(f *os.File, size int64) (err error) {
+	defer recoverInput(tx.name, &err)
+	var magic [8]byte
 	n, _ := io.ReadFull(f, magic[:])
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
+	mem := newBudgetAllocator(inputBudget(size))
 	switch {
-	case n == 6 && string(magic[:]) == "ARROW1":
-		r, err := ipc.NewFileReader(f)
+	case n >= 6 && string(magic[:6]) == "ARROW1":
+		opts := []ipc.Option{ipc.WithAllocator(mem)}
+		if size > 0 {
+			opts = append(opts, ipc.WithBodySizeLimit(size), ipc.WithMetadataSizeLimit(min(size, math.MaxInt32)))
+		}
+		if err := checkIPCFileFooter(f, size); err != nil {
+			return &InputError{File: tx.name, Err: fmt.Errorf("arrow file: %w", err)}
+		}
+		r, err := ipc.NewFileReader(f, opts...)
 		if err != nil {
 			return &InputError{File: tx.name, Err: fmt.Errorf("arrow file: %w", err)}
 		}
@@ -118,29 +178,19 @@ func (tx *fileTx) readArrow(f *os.File, size int64) error {
 		return &InputError{File: tx.name, Err: fmt.Errorf("%w: Feather v1 (write Feather v2 / Arrow IPC)", ErrUnsupported)}
 	}
 	// A stream starts with a message length: the continuation marker
-	// 0xFFFFFFFF and a length, or (before Arrow 0.15) the length alone. Check
-	// it against the file size first: the IPC reader would otherwise
-	// allocate whatever a junk file's first bytes say.
+	// 0xFFFFFFFF and a length, or (before Arrow 0.15) the length alone.
 	if n < 4 {
-		return &InputError{File: tx.name, Err: fmt.Errorf("%w: not an Arrow IPC file or stream", ErrUnsupported)}
-	}
-	msgLen := int64(binary.LittleEndian.Uint32(magic[:4]))
-	if msgLen == 0xFFFFFFFF {
-		var l [4]byte
-		if _, err := f.ReadAt(l[:], 4); err != nil {
-			return &InputError{File: tx.name, Err: fmt.Errorf("%w: not an Arrow IPC file or stream", ErrUnsupported)}
-		}
-		msgLen = int64(binary.LittleEndian.Uint32(l[:]))
-	}
-	if msgLen >= 1<<31 || (size >= 0 && msgLen > size) {
 		return &InputError{File: tx.name, Err: fmt.Errorf("%w: not an Arrow IPC file or stream", ErrUnsupported)}
 	}
 	var src io.Reader = f
 	if tx.o.Progress != nil {
 		src = &progressReader{r: f, total: size, fn: tx.o.Progress}
 	}
-	r, err := ipc.NewReader(bufio.NewReaderSize(src, csvBufSize))
+	r, err := newIPCStreamReader(bufio.NewReaderSize(src, csvBufSize), size, ipc.WithAllocator(mem))
 	if err != nil {
+		if errors.Is(err, ErrMalformed) && !looksLikeIPCStream(magic[:n], size) {
+			err = fmt.Errorf("%w: not an Arrow IPC file or stream", ErrUnsupported)
+		}
 		return &InputError{File: tx.name, Err: fmt.Errorf("arrow stream: %w", err)}
 	}
 	defer r.Release()
@@ -149,6 +199,23 @@ func (tx *fileTx) readArrow(f *os.File, size int64) error {
 		return err
 	}
 	return tx.addAll(l, "arrow stream", readerNext(r), nil)
+}
+
+// looksLikeIPCStream reports whether head (the first bytes of a file of
+// size bytes) starts like an IPC stream: a first message length that fits
+// the file.
+func looksLikeIPCStream(head []byte, size int64) bool {
+	if len(head) < 4 {
+		return false
+	}
+	l := int64(binary.LittleEndian.Uint32(head))
+	if l == 0xFFFFFFFF {
+		if len(head) < 8 {
+			return true
+		}
+		l = int64(binary.LittleEndian.Uint32(head[4:]))
+	}
+	return l < 1<<31 && (size < 0 || l <= size)
 }
 
 // layoutOf resolves the layout of a schema and checks its column types.
@@ -329,7 +396,13 @@ func (tx *fileTx) addBatch(rec arrow.RecordBatch, l layout, row0 int64) error {
 			}
 			continue
 		}
-		idx := seriesOf(tx, id)
+		idx, err := seriesOf(tx, id)
+		if err != nil {
+			if err := tx.bad(row0+int64(i)+1, true, err); err != nil {
+				return err
+			}
+			continue
+		}
 		if hasMeta {
 			if g := meta[metaFrequency]; g != nil {
 				if s, ok := g(i); ok {

@@ -45,6 +45,10 @@ import (
 
 // Sentinels wrapped by input errors; test with errors.Is.
 var (
+	// ErrBadInput matches every *InputError (errors.Is(err, ErrBadInput)):
+	// the input cannot be accepted as it is. The server's ErrBadInput is
+	// this same value.
+	ErrBadInput      = errors.New("bad input")
 	ErrEmpty         = errors.New("no rows")
 	ErrMissingColumn = errors.New("missing column")
 	ErrFieldCount    = errors.New("wrong number of fields")
@@ -55,6 +59,11 @@ var (
 	ErrBadFrequency  = errors.New("bad frequency")
 	ErrUnsupported   = errors.New("unsupported input")
 	ErrLineTooLong   = errors.New("record too long")
+	// ErrDuplicateColumn: two columns of a file have the name of one role.
+	ErrDuplicateColumn = errors.New("duplicate column")
+	// ErrBadID is format.ErrBadSeriesID: an id that breaks the rules of
+	// format.ValidSeriesID (length, UTF-8, control characters).
+	ErrBadID = format.ErrBadSeriesID
 )
 
 // InputOptions says how to read one file.
@@ -131,6 +140,9 @@ func (e *InputError) Error() string {
 }
 
 func (e *InputError) Unwrap() error { return e.Err }
+
+// Is makes every InputError match ErrBadInput.
+func (e *InputError) Is(target error) bool { return target == ErrBadInput }
 
 // Builder accumulates files into one format.Table. It is not safe for
 // concurrent use.
@@ -278,33 +290,41 @@ func (b *Builder) begin(name string, o InputOptions) (*fileTx, error) {
 	return tx, nil
 }
 
-// series returns the index of the series with id Prefix+id, creating it.
-// A hit allocates nothing.
-func seriesOf[T ~string | ~[]byte](tx *fileTx, id T) uint32 {
+// seriesOf returns the index of the series with id Prefix+id, creating it
+// (after format.ValidSeriesID: cook and live ingest share the id rules). A
+// hit allocates nothing and validates nothing again.
+func seriesOf[T ~string | ~[]byte](tx *fileTx, id T) (uint32, error) {
 	if tx.hasLast && string(id) == string(tx.lastID) {
-		return tx.lastIdx
+		return tx.lastIdx, nil
 	}
 	var idx uint32
+	var err error
 	if len(tx.o.Prefix) == 0 {
-		idx = lookup(tx.b, id)
+		idx, err = lookup(tx.b, id)
 	} else {
 		tx.key = append(tx.key[:len(tx.o.Prefix)], id...)
-		idx = lookup(tx.b, tx.key)
+		idx, err = lookup(tx.b, tx.key)
+	}
+	if err != nil {
+		return 0, err
 	}
 	tx.lastID = append(tx.lastID[:0], id...)
 	tx.lastIdx, tx.hasLast = idx, true
-	return idx
+	return idx, nil
 }
 
-func lookup[T ~string | ~[]byte](b *Builder, id T) uint32 {
+func lookup[T ~string | ~[]byte](b *Builder, id T) (uint32, error) {
 	if i, ok := b.ids[string(id)]; ok {
-		return i
+		return i, nil
+	}
+	if err := format.ValidSeriesID(id); err != nil {
+		return 0, err
 	}
 	s := string(id)
 	i := uint32(len(b.t.Series))
 	b.t.Series = append(b.t.Series, format.SeriesMeta{ID: s})
 	b.ids[s] = i
-	return i
+	return i, nil
 }
 
 type metaField int
@@ -465,19 +485,31 @@ func growTo[T any](s []T, n int) []T {
 }
 
 // columnIndex finds name among cols: exactly, else ignoring case and
-// surrounding spaces. It returns -1 when absent.
-func columnIndex(cols []string, name string) int {
+// surrounding spaces. It returns -1 when absent, and an error wrapping
+// ErrDuplicateColumn when two columns match the same way: the first must
+// not silently win.
+func columnIndex(cols []string, name string) (int, error) {
+	found := -1
 	for i, c := range cols {
 		if c == name {
-			return i
+			if found >= 0 {
+				return -1, fmt.Errorf("%w: column %q appears twice (columns %d and %d)", ErrDuplicateColumn, name, found+1, i+1)
+			}
+			found = i
 		}
+	}
+	if found >= 0 {
+		return found, nil
 	}
 	for i, c := range cols {
 		if strings.EqualFold(strings.TrimSpace(c), strings.TrimSpace(name)) {
-			return i
+			if found >= 0 {
+				return -1, fmt.Errorf("%w: columns %q and %q both match %q", ErrDuplicateColumn, cols[found], c, name)
+			}
+			found = i
 		}
 	}
-	return -1
+	return found, nil
 }
 
 func missingColumn(name string, cols []string, what string) error {
@@ -502,33 +534,54 @@ func (tx *fileTx) resolve(cols []string) (layout, error) {
 	for i := range l.meta {
 		l.meta[i] = -1
 	}
-	l.period = columnIndex(cols, o.PeriodCol)
+	fail := func(err error) (layout, error) { return l, &InputError{File: tx.name, Err: err} }
+	var err error
+	if l.period, err = columnIndex(cols, o.PeriodCol); err != nil {
+		return fail(err)
+	}
 	if l.period < 0 {
-		return l, &InputError{File: tx.name, Err: missingColumn(o.PeriodCol, cols, "period")}
+		return fail(missingColumn(o.PeriodCol, cols, "period"))
 	}
 	if o.Wide {
+		seen := make(map[string]int, len(cols))
 		for i, c := range cols {
 			if i == l.period {
 				continue
 			}
 			if c == "" && o.Prefix == "" {
-				return l, &InputError{File: tx.name, Err: fmt.Errorf("%w: column %d has no name", ErrMissingColumn, i+1)}
+				return fail(fmt.Errorf("%w: column %d has no name", ErrMissingColumn, i+1))
+			}
+			if j, dup := seen[c]; dup {
+				return fail(fmt.Errorf("%w: column %q appears twice (columns %d and %d)", ErrDuplicateColumn, c, j+1, i+1))
+			}
+			seen[c] = i
+			if err := format.ValidSeriesID(o.Prefix + c); err != nil {
+				return fail(fmt.Errorf("column %d: %w", i+1, err))
 			}
 			l.wide = append(l.wide, i)
 		}
 		if len(l.wide) == 0 {
-			return l, &InputError{File: tx.name, Err: fmt.Errorf("%w: wide input has no series column besides %q", ErrMissingColumn, cols[l.period])}
+			return fail(fmt.Errorf("%w: wide input has no series column besides %q", ErrMissingColumn, cols[l.period]))
 		}
 		return l, nil
 	}
-	if l.series = columnIndex(cols, o.SeriesCol); l.series < 0 {
-		return l, &InputError{File: tx.name, Err: missingColumn(o.SeriesCol, cols, "series")}
+	if l.series, err = columnIndex(cols, o.SeriesCol); err != nil {
+		return fail(err)
 	}
-	if l.value = columnIndex(cols, o.ValueCol); l.value < 0 {
-		return l, &InputError{File: tx.name, Err: missingColumn(o.ValueCol, cols, "value")}
+	if l.series < 0 {
+		return fail(missingColumn(o.SeriesCol, cols, "series"))
+	}
+	if l.value, err = columnIndex(cols, o.ValueCol); err != nil {
+		return fail(err)
+	}
+	if l.value < 0 {
+		return fail(missingColumn(o.ValueCol, cols, "value"))
 	}
 	for f := range numMeta {
-		i := columnIndex(cols, metaNames[f])
+		i, err := columnIndex(cols, metaNames[f])
+		if err != nil && !(f == metaFrequency && tx.freq != "") {
+			return fail(err)
+		}
 		if i >= 0 && i != l.series && i != l.period && i != l.value {
 			l.meta[f] = i
 		}

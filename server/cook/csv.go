@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 )
 
 const (
@@ -327,13 +328,16 @@ func parseValue(b []byte) (float64, error) {
 }
 
 func parseValueSlow(b []byte) (float64, error) {
+	if !isDecimal(b) {
+		if isNonFinite(b) {
+			return 0, fmt.Errorf("value %q: %w", b, ErrNotFinite)
+		}
+		return 0, fmt.Errorf("value %q: %w", b, ErrNotNumber)
+	}
 	f, err := strconv.ParseFloat(string(b), 64)
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) && math.IsInf(f, 0) {
 			return 0, fmt.Errorf("value %q: %w", b, ErrNotFinite)
-		}
-		if len(b) == 0 {
-			return 0, fmt.Errorf("value \"\": %w", ErrNotNumber)
 		}
 		return 0, fmt.Errorf("value %q: %w", b, ErrNotNumber)
 	}
@@ -341,6 +345,61 @@ func parseValueSlow(b []byte) (float64, error) {
 		return 0, fmt.Errorf("value %q: %w", b, ErrNotFinite)
 	}
 	return f, nil
+}
+
+// ParseValue reads a value cell the way cook does (surrounding blanks
+// ignored): a decimal number, [+-]digits[.digits][e[+-]digits], finite.
+// strconv.ParseFloat alone would also take 1_000, 0x1p-2, Inf and NaN.
+func ParseValue[T ~string | ~[]byte](s T) (float64, error) {
+	return parseValue([]byte(s))
+}
+
+// isDecimal reports whether b is [+-]? (d+ (. d*)? | . d+) ([eE] [+-]? d+)?.
+func isDecimal(b []byte) bool {
+	i := 0
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		i++
+	}
+	nd := 0
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i, nd = i+1, nd+1
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i, nd = i+1, nd+1
+		}
+	}
+	if nd == 0 {
+		return false
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		ne := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i, ne = i+1, ne+1
+		}
+		if ne == 0 {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
+// isNonFinite reports whether b spells NaN or an infinity, which are
+// numbers but not values.
+func isNonFinite(b []byte) bool {
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		b = b[1:]
+	}
+	switch strings.ToLower(string(b)) {
+	case "nan", "inf", "infinity":
+		return true
+	}
+	return false
 }
 
 func trimBlank(b []byte) []byte {
@@ -441,7 +500,7 @@ func (tx *fileTx) readCSVLong(s *csvScanner, l layout) error {
 		if rec == nil || err != nil {
 			return err
 		}
-		val := rec[l.value]
+		val := trimBlank(rec[l.value]) // a blank cell is empty, as in a wide file
 		if len(val) == 0 {
 			tx.stats.Empty++
 			continue
@@ -467,7 +526,13 @@ func (tx *fileTx) readCSVLong(s *csvScanner, l layout) error {
 			}
 			continue
 		}
-		idx := seriesOf(tx, id)
+		idx, err := seriesOf(tx, id)
+		if err != nil {
+			if err := tx.bad(s.recLine, false, err); err != nil {
+				return err
+			}
+			continue
+		}
 		if hasMeta {
 			if err := tx.rowMeta(idx, l, rec); err != nil {
 				if err := tx.bad(s.recLine, false, err); err != nil {
@@ -558,7 +623,10 @@ func (tx *fileTx) readCSVWide(s *csvScanner, l layout) error {
 	}
 }
 
+// wideSeries returns the series of a wide column (resolve validated its
+// id).
 func (tx *fileTx) wideSeries(col string) uint32 {
 	tx.key = append(tx.key[:len(tx.o.Prefix)], col...)
-	return lookup(tx.b, tx.key)
+	idx, _ := lookup(tx.b, tx.key)
+	return idx
 }

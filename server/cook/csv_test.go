@@ -208,8 +208,8 @@ func TestCSVShapes(t *testing.T) {
 			[]point{{"b", day2, 2}}},
 		{"spaces around numbers and dates", "series_id,period,value\na, 2001-01-01 , 1.5 \n", InputOptions{},
 			[]point{{"a", day1, 1.5}}},
-		{"number forms", "series_id,period,value\na,2001,-1\na,2001,+2\na,2001,1e3\na,2001,.5\na,2001,3.\na,2001,0x1p4\na,2001,12345678901234567890\n", InputOptions{},
-			[]point{{"a", day1, -1}, {"a", day1, 2}, {"a", day1, 1000}, {"a", day1, .5}, {"a", day1, 3}, {"a", day1, 16}, {"a", day1, 12345678901234567890}}},
+		{"number forms", "series_id,period,value\na,2001,-1\na,2001,+2\na,2001,1e3\na,2001,.5\na,2001,3.\na,2001,2E-1\na,2001,12345678901234567890\n", InputOptions{},
+			[]point{{"a", day1, -1}, {"a", day1, 2}, {"a", day1, 1000}, {"a", day1, .5}, {"a", day1, 3}, {"a", day1, .2}, {"a", day1, 12345678901234567890}}},
 		{"custom columns and prefix", "sym,d,px\nX,20010101,1\n", InputOptions{SeriesCol: "sym", PeriodCol: "d", ValueCol: "px", Prefix: "P."},
 			[]point{{"P.X", day1, 1}}},
 		{"wide", "date,a,b\n2001-01-01,1,\n2001-01-02,,4\n2001-01-02, , \n", InputOptions{Wide: true, PeriodCol: "date"},
@@ -250,6 +250,15 @@ func TestCSVBad(t *testing.T) {
 		{"bad number", hdr + "a,2001,1\na,2002,abc\na,2003,3\n", InputOptions{}, `in.csv:3: value "abc": not a number`, ErrNotNumber, 1, 2},
 		{"NaN", hdr + "a,2001,NaN\na,2002,1\n", InputOptions{}, `in.csv:2: value "NaN": not a finite number`, ErrNotFinite, 1, 1},
 		{"Inf", hdr + "a,2001,-Inf\na,2002,1\n", InputOptions{}, `in.csv:2: value "-Inf": not a finite number`, ErrNotFinite, 1, 1},
+		// strconv.ParseFloat takes Go literals; a value cell is a decimal.
+		{"underscore", hdr + "a,2001,1_000\na,2002,1\n", InputOptions{}, `in.csv:2: value "1_000": not a number`, ErrNotNumber, 1, 1},
+		{"hex float", hdr + "a,2001,0x1p-2\na,2002,1\n", InputOptions{}, `in.csv:2: value "0x1p-2": not a number`, ErrNotNumber, 1, 1},
+		{"long underscore", hdr + "a,2001,1234567890123456_7\na,2002,1\n", InputOptions{}, `not a number`, ErrNotNumber, 1, 1},
+		{"exponent without digits", hdr + "a,2001,1e\na,2002,1\n", InputOptions{}, `in.csv:2: value "1e": not a number`, ErrNotNumber, 1, 1},
+		{"NUL in id", hdr + "a\x00b,2001,1\na,2002,1\n", InputOptions{}, `in.csv:2: bad series id: NUL byte at byte 1`, ErrBadID, 1, 1},
+		{"invalid UTF-8 id", hdr + "a\xffb,2001,1\na,2002,1\n", InputOptions{}, `in.csv:2: bad series id: not valid UTF-8`, ErrBadID, 1, 1},
+		{"id over the live limit", hdr + strings.Repeat("x", format.MaxSeriesIDLen+1) + ",2001,1\na,2002,1\n", InputOptions{}, `in.csv:2: bad series id: 1025 bytes, longer than 1024`, ErrBadID, 1, 1},
+		{"prefix makes the id too long", hdr + strings.Repeat("x", format.MaxSeriesIDLen) + ",2001,1\na,2002,1\n", InputOptions{Prefix: "P"}, `in.csv:2: bad series id`, ErrBadID, 1, 1},
 		{"overflow", hdr + "a,2001,1e999\na,2002,1\n", InputOptions{}, `in.csv:2: value "1e999": not a finite number`, ErrNotFinite, 1, 1},
 		{"bad date", hdr + "a,2001,1\na,Jan 32 2000,2\n", InputOptions{}, `in.csv:3: period "Jan 32 2000": not a recognised date or period`, ErrBadPeriod, 1, 1},
 		{"too few fields", hdr + "a,2001\na,2002,1\n", InputOptions{}, `in.csv:2: wrong number of fields: 2, want 3`, ErrFieldCount, 1, 1},
@@ -313,6 +322,15 @@ func TestCSVStructuralErrors(t *testing.T) {
 		{"wide unnamed column", "date,,b\n2001,1,2\n", InputOptions{Wide: true, PeriodCol: "date"}, "column 2 has no name", ErrMissingColumn},
 		{"bad frequency option", "series_id,period,value\na,2001,1\n", InputOptions{Frequency: "sometimes"}, `in.csv: bad frequency: option: unknown frequency "sometimes"`, ErrBadFrequency},
 		{"bad header quoting", "\"series_id\"x,period,value\na,2001,1\n", InputOptions{SkipBad: true}, "in.csv:1: header: bad quoting", ErrQuote},
+		// A duplicated column used to be read as its first copy.
+		{"duplicated value column", "series_id,period,value,value\na,2001,1,2\n", InputOptions{SkipBad: true},
+			`in.csv: duplicate column: column "value" appears twice (columns 3 and 4)`, ErrDuplicateColumn},
+		{"duplicated series column, differing case", "series_id,period,value,Series_ID\na,2001,1,b\n", InputOptions{SeriesCol: "SERIES_ID"},
+			`in.csv: duplicate column: columns "series_id" and "Series_ID" both match "SERIES_ID"`, ErrDuplicateColumn},
+		{"duplicated unit column", "series_id,period,value,unit,unit\na,2001,1,x,y\n", InputOptions{}, `column "unit" appears twice`, ErrDuplicateColumn},
+		{"duplicated wide column", "date,a,b,a\n2001,1,2,3\n", InputOptions{Wide: true, PeriodCol: "date"}, `column "a" appears twice (columns 2 and 4)`, ErrDuplicateColumn},
+		{"wide column id too long", "date," + strings.Repeat("c", format.MaxSeriesIDLen+1) + "\n2001,1\n", InputOptions{Wide: true, PeriodCol: "date"}, "column 2: bad series id", ErrBadID},
+		{"every error is bad input", "series_id,period,value,value\na,2001,1,2\n", InputOptions{}, "appears twice", ErrBadInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
