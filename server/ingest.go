@@ -1,19 +1,20 @@
 package server
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
@@ -41,12 +42,63 @@ func (c RowColumns) withDefaults() RowColumns {
 // MaxIngestRows bounds one ingest request.
 const MaxIngestRows = 1_000_000
 
+// MaxIngestBytes bounds the bytes one ingest request may send (the HTTP
+// layer may set a lower limit); ParseRowsArrow holds a stream's bytes in
+// memory up to this size before it decodes them.
+const MaxIngestBytes = 256 << 20
+
+// ErrNoFrequency is wrapped (with ErrBadInput) by Server.Ingest's refusal of
+// a new series whose frequency is neither given nor inferable.
+var ErrNoFrequency = errors.New("frequency unknown")
+
+// The three ingest formats (CSV, JSON, Arrow stream) accept the same rows
+// and refuse the same bad ones, with the same reasons, through one
+// rowBuilder: an empty or invalid series id (format.ValidSeriesID), a
+// missing or null period, a period ParsePeriod does not read, an op other
+// than upsert or delete (an absent or empty op is an upsert), an upsert
+// without a finite value, a frequency ParseFrequency does not read. One bad
+// row fails the whole request, and every parse error wraps ErrBadInput; a
+// request over MaxIngestRows or MaxIngestBytes wraps ErrTooLarge.
+
+// parseError classifies a parse error: a body cut off by the HTTP layer's
+// limit is too large, anything else bad input.
+func parseError(err error) error {
+	if err == nil || errors.Is(err, ErrBadInput) || errors.Is(err, ErrTooLarge) {
+		return err
+	}
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return fmt.Errorf("%w: body over %d bytes", ErrTooLarge, mb.Limit)
+	}
+	return fmt.Errorf("%w: %w", ErrBadInput, err)
+}
+
+func tooManyRows(what string) error {
+	return fmt.Errorf("%w: %s: more than %d rows in one request", ErrTooLarge, what, MaxIngestRows)
+}
+
+// parseOp reads an op cell: "" and upsert are an upsert.
+func parseOp(s string) (delta.Op, error) {
+	switch {
+	case s == "" || strings.EqualFold(s, "upsert"):
+		return delta.Upsert, nil
+	case strings.EqualFold(s, "delete"):
+		return delta.Delete, nil
+	}
+	return 0, fmt.Errorf("op %q: want upsert or delete", s)
+}
+
 // ParseRowsCSV reads update rows (seq left 0 for the caller to assign).
 // Columns: series, period, value (not needed when del), and optionally op
 // (upsert|delete), unit, name, source, frequency; metadata is attached to
 // the first record of each series that has any. Any bad line fails the
 // whole input with name:line and the reason.
 func ParseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.Record, error) {
+	recs, err := parseRowsCSV(r, name, cols, del)
+	return recs, parseError(err)
+}
+
+func parseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.Record, error) {
 	cols = cols.withDefaults()
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
@@ -56,7 +108,11 @@ func ParseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.
 	}
 	col := map[string]int{}
 	for i, h := range head {
-		col[strings.TrimPrefix(strings.TrimSpace(h), "\ufeff")] = i
+		h = strings.TrimPrefix(strings.TrimSpace(h), "\ufeff")
+		if _, dup := col[h]; dup {
+			return nil, fmt.Errorf("%s: column %q appears twice", name, h)
+		}
+		col[h] = i
 	}
 	need := func(c string) (int, error) {
 		i, ok := col[c]
@@ -103,20 +159,21 @@ func ParseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		line, _ := cr.FieldPos(0)
-		op := delta.Upsert
-		if del || strings.EqualFold(cell(rec, oi), "delete") {
+		op, err := parseOp(cell(rec, oi))
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		if del {
 			op = delta.Delete
-		} else if o := cell(rec, oi); o != "" && !strings.EqualFold(o, "upsert") {
-			return nil, fmt.Errorf("%s:%d: op %q: want upsert or delete", name, line, o)
 		}
 		r, err := b.row(cell(rec, si), cell(rec, pi), op, cell(rec, vi), cell(rec, ui), cell(rec, ni), cell(rec, sri), cell(rec, fi))
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
-		out = append(out, r)
-		if len(out) > MaxIngestRows {
-			return nil, fmt.Errorf("%s: more than %d rows in one request", name, MaxIngestRows)
+		if len(out) == MaxIngestRows {
+			return nil, tooManyRows(name)
 		}
+		out = append(out, r)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no rows", name)
@@ -131,18 +188,24 @@ type rowBuilder struct{ seen map[string]bool }
 func newRowBuilder() *rowBuilder { return &rowBuilder{seen: map[string]bool{}} }
 
 func (b *rowBuilder) row(id, period string, op delta.Op, value, unit, name, source, freq string) (delta.Record, error) {
-	if id == "" {
-		return delta.Record{}, errors.New("empty series id")
+	if err := format.ValidSeriesID(id); err != nil {
+		return delta.Record{}, err
+	}
+	if period == "" {
+		return delta.Record{}, errors.New("no period")
 	}
 	p, err := cook.ParsePeriod(period)
 	if err != nil {
-		return delta.Record{}, fmt.Errorf("period: %w", err)
+		return delta.Record{}, err
 	}
 	r := delta.Record{Op: op, SeriesID: id, Period: p}
 	if op == delta.Upsert {
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return delta.Record{}, fmt.Errorf("value %q is not a finite number", value)
+		if value == "" {
+			return delta.Record{}, errors.New("no value")
+		}
+		v, err := cook.ParseValue(value)
+		if err != nil {
+			return delta.Record{}, err
 		}
 		r.Value = v
 	}
@@ -168,7 +231,7 @@ func (b *rowBuilder) row(id, period string, op delta.Op, value, unit, name, sour
 type jsonRow struct {
 	SeriesID  string          `json:"series_id"`
 	Period    json.RawMessage `json:"period"`
-	Value     *float64        `json:"value"`
+	Value     json.RawMessage `json:"value"`
 	Op        string          `json:"op"`
 	Unit      string          `json:"unit"`
 	Name      string          `json:"name"`
@@ -177,7 +240,13 @@ type jsonRow struct {
 }
 
 // ParseRowsJSON reads {"rows":[{"series_id","period","value","op"?,...}]}.
+// Nothing but white space may follow the object.
 func ParseRowsJSON(r io.Reader) ([]delta.Record, error) {
+	recs, err := parseRowsJSON(r)
+	return recs, parseError(err)
+}
+
+func parseRowsJSON(r io.Reader) ([]delta.Record, error) {
 	var body struct {
 		Rows []jsonRow `json:"rows"`
 	}
@@ -185,32 +254,35 @@ func ParseRowsJSON(r io.Reader) ([]delta.Record, error) {
 	if err := dec.Decode(&body); err != nil {
 		return nil, fmt.Errorf("json body: %w", err)
 	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err == nil || isSyntax(err) {
+			return nil, fmt.Errorf("json body: data after the object at byte %d", dec.InputOffset())
+		}
+		return nil, fmt.Errorf("json body: %w", err)
+	}
 	if len(body.Rows) == 0 {
 		return nil, errors.New("json body: no rows")
 	}
 	if len(body.Rows) > MaxIngestRows {
-		return nil, fmt.Errorf("json body: more than %d rows", MaxIngestRows)
+		return nil, tooManyRows("json body")
 	}
 	b := newRowBuilder()
 	out := make([]delta.Record, 0, len(body.Rows))
 	for i, jr := range body.Rows {
-		op := delta.Upsert
-		switch strings.ToLower(jr.Op) {
-		case "", "upsert":
-		case "delete":
-			op = delta.Delete
-		default:
-			return nil, fmt.Errorf("row %d: op %q: want upsert or delete", i, jr.Op)
+		op, err := parseOp(jr.Op)
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
-		period := strings.Trim(string(jr.Period), `"`)
-		if n, err := strconv.ParseInt(period, 10, 64); err == nil && len(jr.Period) > 0 && jr.Period[0] != '"' {
-			period = time.Unix(n, 0).UTC().Format(time.RFC3339)
+		period, err := jsonPeriod(jr.Period)
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
 		value := ""
-		if jr.Value != nil {
-			value = strconv.FormatFloat(*jr.Value, 'g', -1, 64)
-		} else if op == delta.Upsert {
-			return nil, fmt.Errorf("row %d: no value", i)
+		if v := string(jr.Value); v != "" && v != "null" {
+			if v[0] == '"' {
+				return nil, fmt.Errorf("row %d: value %s is not a number", i, v)
+			}
+			value = v
 		}
 		r, err := b.row(jr.SeriesID, period, op, value, jr.Unit, jr.Name, jr.Source, jr.Frequency)
 		if err != nil {
@@ -221,40 +293,117 @@ func ParseRowsJSON(r io.Reader) ([]delta.Record, error) {
 	return out, nil
 }
 
+func isSyntax(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
+
+// jsonPeriod reads a JSON period: a string for ParsePeriod, or an integer
+// of unix seconds. null and absent are "".
+func jsonPeriod(raw json.RawMessage) (string, error) {
+	s := string(raw)
+	switch {
+	case s == "" || s == "null":
+		return "", nil
+	case s[0] == '"':
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return "", err
+		}
+		return v, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < -1<<40 || n > 1<<40 {
+		return "", fmt.Errorf("period %s: want a date string or integer unix seconds", s)
+	}
+	return time.Unix(n, 0).UTC().Format(time.RFC3339), nil
+}
+
 // ParseRowsArrow reads an Arrow IPC stream with columns series_id
-// (string), period (timestamp, date32/64 or string), value (float64) and
-// optionally op (string).
+// (string), period (timestamp, date32/64 or string), value (float64 or
+// int64) and optionally op, unit, name, source, frequency (strings). The
+// stream is read into memory (at most MaxIngestBytes) and each message's
+// lengths are checked against the bytes present before anything is
+// allocated for it (cook.NewIPCStreamReader).
 func ParseRowsArrow(r io.Reader) ([]delta.Record, error) {
-	rd, err := ipc.NewReader(r)
+	recs, err := parseRowsArrow(r)
+	return recs, parseError(err)
+}
+
+func parseRowsArrow(r io.Reader) (out []delta.Record, err error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxIngestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("arrow stream: %w", err)
+	}
+	if len(data) > MaxIngestBytes {
+		return nil, fmt.Errorf("%w: arrow stream over %d bytes", ErrTooLarge, MaxIngestBytes)
+	}
+	rd, err := cook.NewIPCStreamReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("arrow stream: %w", err)
 	}
 	defer rd.Release()
+	defer func() {
+		// arrow-go panics on some inconsistent buffers; the row loop
+		// below indexes arrays it did not validate.
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("arrow stream: malformed record batch: %v", p)
+		}
+	}()
 	sc := rd.Schema()
+	cols := map[string]int{}
+	for i, f := range sc.Fields() {
+		if _, dup := cols[f.Name]; dup {
+			return nil, fmt.Errorf("arrow stream: column %q appears twice", f.Name)
+		}
+		cols[f.Name] = i
+	}
 	idx := func(n string) int {
-		if is := sc.FieldIndices(n); len(is) > 0 {
-			return is[0]
+		if i, ok := cols[n]; ok {
+			return i
 		}
 		return -1
 	}
-	si, pi, vi, oi := idx("series_id"), idx("period"), idx("value"), idx("op")
+	si, pi, vi := idx("series_id"), idx("period"), idx("value")
 	if si < 0 || pi < 0 {
 		return nil, errors.New("arrow stream: needs series_id and period columns")
 	}
+	var strs [7]int // series_id, op, unit, name, source, frequency, period (if utf8)
+	for k, n := range []string{"series_id", "op", "unit", "name", "source", "frequency"} {
+		strs[k] = idx(n)
+		if c := strs[k]; c >= 0 && sc.Field(c).Type.ID() != arrow.STRING {
+			return nil, fmt.Errorf("arrow stream: column %q must be utf8, not %s", n, sc.Field(c).Type)
+		}
+	}
+	switch sc.Field(pi).Type.ID() {
+	case arrow.TIMESTAMP, arrow.DATE32, arrow.DATE64, arrow.STRING:
+	default:
+		return nil, fmt.Errorf("arrow stream: period must be timestamp, date or utf8, not %s", sc.Field(pi).Type)
+	}
+	if vi >= 0 {
+		switch sc.Field(vi).Type.ID() {
+		case arrow.FLOAT64, arrow.INT64:
+		default:
+			return nil, fmt.Errorf("arrow stream: value must be float64 or int64, not %s", sc.Field(vi).Type)
+		}
+	}
 	b := newRowBuilder()
-	var out []delta.Record
 	for rd.Next() {
 		rec := rd.RecordBatch()
-		ids, ok := rec.Column(si).(*array.String)
-		if !ok {
-			return nil, errors.New("arrow stream: series_id must be utf8")
+		str := func(c, i int) string {
+			if c < 0 {
+				return ""
+			}
+			a := rec.Column(c).(*array.String)
+			if a.IsNull(i) {
+				return ""
+			}
+			return a.Value(i)
 		}
 		for i := 0; i < int(rec.NumRows()); i++ {
-			op := delta.Upsert
-			if oi >= 0 {
-				if s, ok := rec.Column(oi).(*array.String); ok && strings.EqualFold(s.Value(i), "delete") {
-					op = delta.Delete
-				}
+			op, err := parseOp(str(strs[1], i))
+			if err != nil {
+				return nil, fmt.Errorf("arrow row %d: %w", len(out), err)
 			}
 			value := ""
 			if vi >= 0 && rec.Column(vi).IsValid(i) {
@@ -263,32 +412,30 @@ func ParseRowsArrow(r io.Reader) ([]delta.Record, error) {
 					value = strconv.FormatFloat(v.Value(i), 'g', -1, 64)
 				case *array.Int64:
 					value = strconv.FormatInt(v.Value(i), 10)
-				default:
-					return nil, errors.New("arrow stream: value must be float64 or int64")
 				}
 			}
 			var period string
-			switch p := rec.Column(pi).(type) {
-			case *array.Timestamp:
-				unit := p.DataType().(*arrow.TimestampType).Unit
-				period = p.Value(i).ToTime(unit).UTC().Format(time.RFC3339)
-			case *array.Date32:
-				period = p.Value(i).ToTime().Format("2006-01-02")
-			case *array.Date64:
-				period = p.Value(i).ToTime().Format("2006-01-02")
-			case *array.String:
-				period = p.Value(i)
-			default:
-				return nil, errors.New("arrow stream: period must be timestamp, date or utf8")
+			if pc := rec.Column(pi); pc.IsValid(i) {
+				switch p := pc.(type) {
+				case *array.Timestamp:
+					unit := p.DataType().(*arrow.TimestampType).Unit
+					period = p.Value(i).ToTime(unit).UTC().Format(time.RFC3339)
+				case *array.Date32:
+					period = p.Value(i).ToTime().Format("2006-01-02")
+				case *array.Date64:
+					period = p.Value(i).ToTime().Format("2006-01-02")
+				case *array.String:
+					period = p.Value(i)
+				}
 			}
-			r, err := b.row(ids.Value(i), period, op, value, "", "", "", "")
+			r, err := b.row(str(si, i), period, op, value, str(strs[2], i), str(strs[3], i), str(strs[4], i), str(strs[5], i))
 			if err != nil {
 				return nil, fmt.Errorf("arrow row %d: %w", len(out), err)
 			}
-			out = append(out, r)
-			if len(out) > MaxIngestRows {
-				return nil, fmt.Errorf("arrow stream: more than %d rows", MaxIngestRows)
+			if len(out) == MaxIngestRows {
+				return nil, tooManyRows("arrow stream")
 			}
+			out = append(out, r)
 		}
 	}
 	if err := rd.Err(); err != nil {
@@ -298,4 +445,82 @@ func ParseRowsArrow(r io.Reader) ([]delta.Record, error) {
 		return nil, errors.New("arrow stream: no rows")
 	}
 	return out, nil
+}
+
+// inferNewSeries gives each series of recs that has no frequency and that
+// the dataset does not hold yet (has is false) the frequency cook would
+// infer from its periods in recs (format.InferFrequency), on the metadata
+// of its first record: that record is where the delta takes a new series'
+// frequency from, and where every companion applying the same records
+// does too. Without it the delta defaulted a new series to daily and
+// folded 200,000 hourly rows into 8,334 days. A batch is refused (wrapping
+// ErrBadInput and ErrNoFrequency) when two distinct periods of a new
+// series fall in one bucket of the inferred frequency: those rows would
+// silently collapse into one point. (The refusal also wraps
+// delta.ErrBadRecord: it is a batch that cannot be applied as sent.)
+//
+// It returns the number of series it gave a frequency.
+func inferNewSeries(recs []delta.Record, has func(id string) (bool, error)) (int, error) {
+	type series struct {
+		first   int
+		freq    bool
+		periods []int64
+	}
+	byID := map[string]*series{}
+	var order []string
+	for i := range recs {
+		r := &recs[i]
+		s := byID[r.SeriesID]
+		if s == nil {
+			s = &series{first: i}
+			byID[r.SeriesID] = s
+			order = append(order, r.SeriesID)
+		}
+		if r.Meta != nil && r.Meta.Frequency != "" {
+			s.freq = true
+		}
+	}
+	var need []*series
+	for _, id := range order {
+		s := byID[id]
+		if s.freq {
+			continue
+		}
+		ok, err := has(id)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			need = append(need, s)
+		}
+	}
+	if len(need) == 0 {
+		return 0, nil
+	}
+	for i := range recs {
+		if s := byID[recs[i].SeriesID]; !s.freq {
+			s.periods = append(s.periods, recs[i].Period)
+		}
+	}
+	for _, s := range need {
+		f := format.InferFrequency(s.periods)
+		slices.Sort(s.periods)
+		for k := 1; k < len(s.periods); k++ {
+			a, b := s.periods[k-1], s.periods[k]
+			if a != b && f.Normalize(a) == f.Normalize(b) {
+				id := recs[s.first].SeriesID
+				return 0, fmt.Errorf("%w: %w: %w: new series %q: periods %s and %s fall in one %s bucket of the frequency inferred from this batch; give the series a frequency",
+					ErrBadInput, delta.ErrBadRecord, ErrNoFrequency, id, time.Unix(a, 0).UTC().Format(time.RFC3339), time.Unix(b, 0).UTC().Format(time.RFC3339), f)
+			}
+		}
+		r := &recs[s.first]
+		if r.Meta == nil {
+			r.Meta = &delta.Meta{}
+		} else {
+			m := *r.Meta // the caller's Meta may be shared
+			r.Meta = &m
+		}
+		r.Meta.Frequency = f
+	}
+	return len(need), nil
 }

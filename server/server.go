@@ -415,6 +415,15 @@ func (s *Server) Ingest(name string, recs []delta.Record) (first, last uint64, e
 		d.mu.Unlock()
 		return 0, 0, err
 	}
+	// A new series without a frequency gets the one cook would infer (on
+	// metadata that counts towards the batch's bytes).
+	if added, err := inferNewSeries(recs, func(id string) (bool, error) { return s.store.Has(name, id) }); err != nil || added > 0 && batchBytesBound(recs) > s.opts.MaxBatchBytes {
+		d.mu.Unlock()
+		if err == nil {
+			err = fmt.Errorf("%w: a batch of %d rows (%d new series) may take %d bytes in the write-ahead log, over the %d-byte limit: send it in smaller batches", ErrTooLarge, len(recs), added, batchBytesBound(recs), s.opts.MaxBatchBytes)
+		}
+		return 0, 0, err
+	}
 	// History first: a record in the history but not in the store is
 	// harmless (its seq is reassigned after a crash only if the store did
 	// not get it, and usableHistory skips it at open).
