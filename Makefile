@@ -33,6 +33,11 @@ race:
 FUZZ_TARGETS = \
 	./server/cook:FuzzParsePeriod \
 	./server/cook:FuzzReadCSV \
+	./server/cook:FuzzReadArrow \
+	./server/cook:FuzzReadParquet \
+	./server:FuzzParseRowsCSV \
+	./server:FuzzParseRowsJSON \
+	./server:FuzzParseRowsArrow \
 	./localcache/format:FuzzParseManifest \
 	./localcache/format:FuzzOpenIndex \
 	./localcache/format:FuzzOpenHash \
