@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -453,11 +454,13 @@ func parseRowsArrow(r io.Reader) (out []delta.Record, err error) {
 // of its first record: that record is where the delta takes a new series'
 // frequency from, and where every companion applying the same records
 // does too. Without it the delta defaulted a new series to daily and
-// folded 200,000 hourly rows into 8,334 days. A batch is refused (wrapping
-// ErrBadInput and ErrNoFrequency) when two distinct periods of a new
-// series fall in one bucket of the inferred frequency: those rows would
-// silently collapse into one point. (The refusal also wraps
-// delta.ErrBadRecord: it is a batch that cannot be applied as sent.)
+// folded 200,000 hourly rows into 8,334 days. When two distinct periods of
+// the batch would fall in one bucket of the inferred frequency (cook's
+// median spacing says weekly for irregular daily rows), the next finer
+// frequency is taken, down to hourly: distinct periods never collapse
+// into one point. A batch whose new series has two periods in one hour
+// is refused (wrapping ErrBadInput, delta.ErrBadRecord and
+// ErrNoFrequency): it needs a frequency column.
 //
 // It returns the number of series it gave a frequency.
 func inferNewSeries(recs []delta.Record, has func(id string) (bool, error)) (int, error) {
@@ -503,15 +506,14 @@ func inferNewSeries(recs []delta.Record, has func(id string) (bool, error)) (int
 		}
 	}
 	for _, s := range need {
-		f := format.InferFrequency(s.periods)
 		slices.Sort(s.periods)
-		for k := 1; k < len(s.periods); k++ {
-			a, b := s.periods[k-1], s.periods[k]
-			if a != b && f.Normalize(a) == f.Normalize(b) {
-				id := recs[s.first].SeriesID
-				return 0, fmt.Errorf("%w: %w: %w: new series %q: periods %s and %s fall in one %s bucket of the frequency inferred from this batch; give the series a frequency",
-					ErrBadInput, delta.ErrBadRecord, ErrNoFrequency, id, time.Unix(a, 0).UTC().Format(time.RFC3339), time.Unix(b, 0).UTC().Format(time.RFC3339), f)
-			}
+		s.periods = slices.Compact(s.periods)
+		f, ok := collisionFree(format.InferFrequency(s.periods), s.periods)
+		if !ok {
+			id := recs[s.first].SeriesID
+			a, b := collision(format.Hourly, s.periods)
+			return 0, fmt.Errorf("%w: %w: %w: new series %q: periods %s and %s fall in one hour, the finest frequency; give the series a frequency",
+				ErrBadInput, delta.ErrBadRecord, ErrNoFrequency, id, time.Unix(a, 0).UTC().Format(time.RFC3339), time.Unix(b, 0).UTC().Format(time.RFC3339))
 		}
 		r := &recs[s.first]
 		if r.Meta == nil {
@@ -523,4 +525,32 @@ func inferNewSeries(recs []delta.Record, has func(id string) (bool, error)) (int
 		r.Meta.Frequency = f
 	}
 	return len(need), nil
+}
+
+// frequencies from the finest to the coarsest.
+var frequencies = []format.Frequency{format.Hourly, format.Daily, format.Weekly, format.Monthly, format.Quarterly, format.Annual}
+
+// collisionFree returns f, or else the coarsest frequency finer than f,
+// under which no two of the sorted distinct periods share a bucket.
+func collisionFree(f format.Frequency, periods []int64) (format.Frequency, bool) {
+	k := slices.Index(frequencies, f)
+	for ; k >= 0; k-- {
+		if a, _ := collision(frequencies[k], periods); a == b0 {
+			return frequencies[k], true
+		}
+	}
+	return "", false
+}
+
+const b0 = math.MinInt64
+
+// collision returns two neighbouring periods (sorted, distinct) that share
+// a bucket of f, or (b0, b0).
+func collision(f format.Frequency, periods []int64) (int64, int64) {
+	for k := 1; k < len(periods); k++ {
+		if f.Normalize(periods[k-1]) == f.Normalize(periods[k]) {
+			return periods[k-1], periods[k]
+		}
+	}
+	return b0, b0
 }

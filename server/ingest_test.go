@@ -247,8 +247,8 @@ func TestIngestArrowForgedLength(t *testing.T) {
 
 // TestIngestNewHourlySeries: 200,000 hourly rows for a new series without
 // a frequency column are stored as 200,000 hourly points (they were folded
-// into 8,334 daily ones), and a batch whose periods would collapse under
-// the frequency inferred for a new series is refused and stores nothing.
+// into 8,334 daily ones); irregular daily rows stay daily; a batch whose
+// periods would collapse even hourly is refused and stores nothing.
 func TestIngestNewHourlySeries(t *testing.T) {
 	f := newFixture(t, t.TempDir())
 	defer f.close()
@@ -280,8 +280,21 @@ func TestIngestNewHourlySeries(t *testing.T) {
 		t.Fatalf("existing series: %v, meta %+v", err, recs[0].Meta)
 	}
 
-	// Half-hourly periods of a new series collapse under the inferred
-	// (hourly) frequency: refused.
+	// Irregular daily rows: cook's median spacing says weekly, which
+	// would fold Jan 1 and Jan 2 into one week; the delta takes daily.
+	var irregular []delta.Record
+	for _, d := range []int{1, 2, 9, 16, 23, 30, 37, 44} {
+		irregular = append(irregular, delta.Record{Op: delta.Upsert, SeriesID: "IRR", Period: t0.AddDate(0, 0, d).Unix(), Value: 1})
+	}
+	if got := format.InferFrequency([]int64{irregular[0].Period, irregular[1].Period, irregular[2].Period, irregular[3].Period}); got != format.Weekly {
+		t.Fatalf("cook's inference: %q, want weekly (the case this covers)", got)
+	}
+	if n, err := inferNewSeries(irregular, func(string) (bool, error) { return false, nil }); err != nil || n != 1 || irregular[0].Meta.Frequency != format.Daily {
+		t.Fatalf("irregular daily rows: %v, %d, meta %+v", err, n, irregular[0].Meta)
+	}
+
+	// Half-hourly periods of a new series collapse even hourly, the
+	// finest frequency: refused.
 	half := "series_id,period,value\nHALF,2024-01-01T00:00:00Z,1\nHALF,2024-01-01T00:30:00Z,2\nHALF,2024-01-01T01:00:00Z,3\n"
 	if code, body := f.do("POST", "/v1/datasets/stocks/rows", f.write, "text/csv", strings.NewReader(half), ""); code != 400 || !strings.Contains(body, "HALF") {
 		t.Fatalf("half-hourly new series: %d %s", code, body)
