@@ -9,7 +9,8 @@
 //
 // Flags: --home DIR (default $ES_HOME, then the saved settings, then the
 // user's data directory), --port N (the bridge's port; default from the
-// settings), --open SERIES (show it in the Explorer at start). The
+// settings), --open SERIES (show it in the Explorer at start), --compare
+// A,B (draw those beside it). The
 // environment variable ES_READY_FILE names a file that receives the time
 // from start to the first view with data (the smoke test reads it).
 package main
@@ -22,6 +23,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/wailsapp/wails/v2"
@@ -44,12 +46,24 @@ var assets embed.FS
 //go:embed build/appicon.png
 var appIcon []byte
 
+// splitList is a comma-separated list without its empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func main() {
 	started := time.Now()
 	fl := flag.NewFlagSet("energyscope", flag.ContinueOnError)
 	home := fl.String("home", os.Getenv("ES_HOME"), "data folder (env ES_HOME; default: the saved settings, else the user's data directory)")
 	port := fl.Int("port", 0, "bridge port on 127.0.0.1 (default: the saved settings, else 17825; -1: any free port)")
 	open := fl.String("open", "", "series to show in the Explorer at start")
+	compare := fl.String("compare", "", "series to compare with --open on its chart, comma-separated (at most 7)")
 	verbose := fl.Bool("v", false, "log to stderr")
 	if err := fl.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
@@ -66,7 +80,7 @@ func main() {
 	}
 
 	a := app.New(app.Options{
-		Home: *home, Port: *port, Logger: log, OpenSeries: *open,
+		Home: *home, Port: *port, Logger: log, OpenSeries: *open, Compare: splitList(*compare),
 		ReadyFile: os.Getenv("ES_READY_FILE"), Started: started,
 	})
 	err = wails.Run(&options.App{

@@ -76,6 +76,9 @@ type Options struct {
 	Runtime Runtime
 	// OpenSeries is a series the Explorer shows at start (--open).
 	OpenSeries string
+	// Compare are series the Explorer draws beside OpenSeries at start
+	// (--compare), at most MaxCompare-1.
+	Compare []string
 	// ReadyFile, if set, receives the milliseconds from Started to the
 	// frontend's first view with data (Ready), for the smoke test.
 	ReadyFile string
@@ -272,7 +275,12 @@ func (a *App) emitSync() {
 // opens on (the Status, or the series of --open in the Explorer), so that
 // the first view needs no other call before it shows.
 func (a *App) Hello() Hello {
-	h := Hello{Version: Version, Platform: runtime.GOOS, OpenSeries: a.opts.OpenSeries}
+	h := Hello{Version: Version, Platform: runtime.GOOS, OpenSeries: a.opts.OpenSeries, Compare: []string{}}
+	for _, c := range a.opts.Compare {
+		if c = strings.TrimSpace(c); c != "" && len(h.Compare) < MaxCompare-1 {
+			h.Compare = append(h.Compare, c)
+		}
+	}
 	a.log.Info("frontend connected", "ms", time.Since(a.opts.Started).Milliseconds())
 	a.mu.RLock()
 	h.Home = a.cfg.Home
@@ -288,7 +296,7 @@ func (a *App) Hello() Hello {
 		if o.Info.Error == "" {
 			full := o.Info.Dataset + ":" + o.Info.ID
 			o.Series = a.Series(full, "", "", "", "")
-			o.Formula = a.Formula(o.Info.ID, "", "", GetOptions{})
+			o.Formula = a.Formula(o.Info.Ref, "", "", GetOptions{})
 		}
 		h.Open = o
 	} else {

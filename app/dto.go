@@ -14,13 +14,14 @@ import (
 // Hello is what the frontend asks first, with the data of its first view:
 // Open when the app was started with a series to show, else Status.
 type Hello struct {
-	Version    string  `json:"version"`
-	Home       string  `json:"home"`
-	Platform   string  `json:"platform"` // GOOS
-	OpenSeries string  `json:"openSeries,omitempty"`
-	Status     *Status `json:"status,omitempty"`
-	Open       *Opened `json:"open,omitempty"`
-	Error      string  `json:"error,omitempty"`
+	Version    string   `json:"version"`
+	Home       string   `json:"home"`
+	Platform   string   `json:"platform"` // GOOS
+	OpenSeries string   `json:"openSeries,omitempty"`
+	Compare    []string `json:"compare"` // series to draw beside OpenSeries (--compare)
+	Status     *Status  `json:"status,omitempty"`
+	Open       *Opened  `json:"open,omitempty"`
+	Error      string   `json:"error,omitempty"`
 }
 
 // Opened is a series as the Explorer first shows it: its details, all its

@@ -66,6 +66,9 @@ func TestWindowSmoke(t *testing.T) {
 		os.WriteFile(filepath.Join(art, "window.png"), b, 0o644)
 	}
 	t.Logf("app start to first view with data: cold %d ms, warm %d ms (target warm <= 1500 ms); screenshot %s", times[0], times[1], filepath.Join(art, "window.png"))
+	// The Explorer comparing three series, two units (a right-hand axis).
+	_, shot := runWindow(t, bin, home, display, xauth, filepath.Join(art, "window-compare.png"), "--compare", "IBM,iowa:Fossil Fuels")
+	checkNotBlank(t, shot)
 	// A loaded CI machine is slower than a laptop: fail only far past the target.
 	if times[1] > 15000 {
 		t.Errorf("warm start took %d ms", times[1])
@@ -106,13 +109,13 @@ func startXvfb(t *testing.T) (display, xauth string) {
 
 // runWindow starts the app, waits for its Ready marker, takes a screenshot
 // and stops the app. It returns the app's own start-to-ready time.
-func runWindow(t *testing.T, bin, home, display, xauth, shot string) (int64, string) {
+func runWindow(t *testing.T, bin, home, display, xauth, shot string, args ...string) (int64, string) {
 	t.Helper()
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--home", home, "--port", "-1", "--open", "MSFT")
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--home", home, "--port", "-1", "--open", "MSFT"}, args...)...)
 	cmd.Env = append(os.Environ(),
 		"DISPLAY="+display, "XAUTHORITY="+xauth,
 		"ES_READY_FILE="+ready,

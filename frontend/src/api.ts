@@ -6,7 +6,7 @@
 // Hello carries the data of the first view, so that it shows after one call:
 // open when the app was started with a series (--open), else status.
 export interface Hello {
-  version: string; home: string; platform: string; openSeries?: string;
+  version: string; home: string; platform: string; openSeries?: string; compare?: string[];
   status?: Status; open?: Opened; error?: string;
 }
 export interface Opened { info: Info; series: Series; formula: Formula }

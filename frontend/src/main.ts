@@ -92,7 +92,7 @@ async function start(): Promise<void> {
     shell.go('status'); // says why, and Settings can fix it
   } else if (hello.openSeries) {
     shell.go('explorer');
-    void explorer.open(hello.openSeries, hello.open);
+    void explorer.open(hello.openSeries, hello.open, hello.compare ?? []);
   } else if (shell.views.some((v) => v.id === hash)) {
     shell.go(hash);
   } else {

@@ -232,7 +232,16 @@ export class ExplorerView implements View {
 
   // open shows series ref ("id" or "dataset:id"); pre is its data when
   // Hello brought it (start-up), so that the chart shows without a call.
-  async open(ref: string, pre?: Opened): Promise<void> {
+  // compare are series to draw beside it (--compare at start): the first
+  // view with data is then the whole comparison.
+  async open(ref: string, pre?: Opened, compare: string[] = []): Promise<void> {
+    if (compare.length) {
+      const infos = await Promise.all(compare.slice(0, MAX_COMPARE - 1).map((c) => api.info(c)));
+      this.compared = infos.filter((i) => !i.error);
+      const bad = infos.find((i) => i.error);
+      if (bad) toast(bad.error!);
+      pre = undefined; // Hello brought one series; the chart needs them all
+    }
     const info = pre?.info ?? (await api.info(ref));
     clear(this.msg);
     if (info.error) {
