@@ -372,3 +372,38 @@ func FuzzParseRowsCSV(f *testing.F) {
 		checkParsed(t, recs, err)
 	})
 }
+
+// TestIngestArrowNullDatePeriod: a null in a date32 or timestamp period
+// column used to be read as its zero, 1970-01-01, and stored.
+func TestIngestArrowNullDatePeriod(t *testing.T) {
+	for _, typ := range []arrow.DataType{arrow.FixedWidthTypes.Date32, &arrow.TimestampType{Unit: arrow.Second, TimeZone: "UTC"}} {
+		sc := arrow.NewSchema([]arrow.Field{
+			{Name: "series_id", Type: arrow.BinaryTypes.String},
+			{Name: "period", Type: typ, Nullable: true},
+			{Name: "value", Type: arrow.PrimitiveTypes.Float64},
+		}, nil)
+		b := array.NewRecordBuilder(memory.NewGoAllocator(), sc)
+		b.Field(0).(*array.StringBuilder).AppendValues([]string{"A", "A"}, nil)
+		switch pb := b.Field(1).(type) {
+		case *array.Date32Builder:
+			pb.Append(arrow.Date32FromTime(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)))
+		case *array.TimestampBuilder:
+			pb.Append(arrow.Timestamp(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Unix()))
+		}
+		b.Field(1).AppendNull()
+		b.Field(2).(*array.Float64Builder).AppendValues([]float64{1, 2}, nil)
+		rec := b.NewRecordBatch()
+		var buf bytes.Buffer
+		w := ipc.NewWriter(&buf, ipc.WithSchema(sc))
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		rec.Release()
+		b.Release()
+		recs, err := ParseRowsArrow(&buf)
+		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "arrow row 1: no period") {
+			t.Fatalf("%s: %d records (%v), err %v; want the null period refused", typ, len(recs), recs, err)
+		}
+	}
+}
