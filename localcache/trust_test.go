@@ -215,3 +215,106 @@ func TestTrustScrubStopsOnClose(t *testing.T) {
 		t.Fatal("Close waited for the scrub")
 	}
 }
+
+// Concurrent installs of a dataset that does not exist yet (twenty PUTs of
+// a new dataset) must not share temporary names or sweep each other's
+// temporary directories: every install succeeds, CURRENT names a complete
+// snapshot, nothing temporary is left, and the home reopens (issue 10,
+// item 2).
+func TestTrustConcurrentInstallsOfNewDataset(t *testing.T) {
+	const n = 12
+	srcs := make([]string, n)
+	for i := range srcs {
+		src := liveTempDir(t)
+		m := liveCook(t, src, "new", trustTable("N", 20+i, float64(100*i)), format.WriteOptions{Epoch: 1})
+		srcs[i] = trustSnapDir(src, "new", m)
+	}
+	for round := range 10 {
+		home := liveTempDir(t)
+		liveCook(t, home, "other", trustTable("O", 2, 1), format.WriteOptions{Epoch: 1})
+		s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+		errs := make(chan error, n)
+		start := make(chan struct{})
+		for i := range n {
+			go func() {
+				<-start
+				_, err := s.Install("new", srcs[i])
+				errs <- err
+			}()
+		}
+		close(start)
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("round %d: concurrent install: %v", round, err)
+			}
+		}
+		if t.Failed() {
+			s.Close()
+			t.FailNow()
+		}
+		st, err := s.Status()
+		if err != nil || len(st) != 2 {
+			t.Fatalf("round %d: status %+v, %v", round, st, err)
+		}
+		s.Close()
+		dsDir := filepath.Join(home, DatasetsDir, "new")
+		id, err := format.ReadCurrent(dsDir)
+		if err != nil {
+			t.Fatalf("round %d: CURRENT: %v", round, err)
+		}
+		if _, err := format.Verify(filepath.Join(dsDir, format.SnapshotsDir, id)); err != nil {
+			t.Fatalf("round %d: CURRENT names %s: %v", round, id, err)
+		}
+		ents, _ := os.ReadDir(filepath.Join(dsDir, format.SnapshotsDir))
+		for _, e := range ents {
+			if e.Name()[0] == '.' {
+				t.Fatalf("round %d: left %s", round, e.Name())
+			}
+		}
+		ents, _ = os.ReadDir(dsDir)
+		for _, e := range ents {
+			if e.Name()[0] == '.' || len(e.Name()) > len(format.CurrentFile) && e.Name()[:len(format.CurrentFile)] == format.CurrentFile {
+				t.Fatalf("round %d: left %s", round, e.Name())
+			}
+		}
+		// A restart serves it.
+		s2, err := Open(home, &Options{ScrubBytesPerSec: -1})
+		if err != nil {
+			t.Fatalf("round %d: reopen: %v", round, err)
+		}
+		st, err = s2.Status()
+		s2.Close()
+		if err != nil || len(st) != 2 || st[0].Name != "new" || st[0].Manifest.SnapshotID != id {
+			t.Fatalf("round %d: after reopen %+v, %v", round, st, err)
+		}
+	}
+}
+
+// What a crash leaves while installing (a temporary snapshot directory, a
+// temporary CURRENT, a snapshot placed but not yet named by CURRENT) is
+// swept or ignored at the next open, which serves the last complete
+// snapshot.
+func TestTrustReopenAfterInterruptedInstall(t *testing.T) {
+	home := liveTempDir(t)
+	m1 := liveCook(t, home, "ds", trustTable("A", 3, 1), format.WriteOptions{Epoch: 1})
+	src := liveTempDir(t)
+	m2 := liveCook(t, src, "ds", trustTable("A", 3, 2), format.WriteOptions{Epoch: 2})
+	dsDir := filepath.Join(home, DatasetsDir, "ds")
+	// Placed but CURRENT not moved; plus temporaries of a dead writer.
+	if err := os.CopyFS(filepath.Join(dsDir, format.SnapshotsDir, m2.SnapshotID), os.DirFS(trustSnapDir(src, "ds", m2))); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dsDir, format.SnapshotsDir, format.TempPrefix+"dead", "x"), 0o755)
+	os.WriteFile(filepath.Join(dsDir, "."+format.CurrentFile+".123.tmp"), []byte(m2.SnapshotID), 0o644)
+	s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	defer s.Close()
+	if _, id, _, err := s.State("ds"); err != nil || id != m1.SnapshotID {
+		t.Fatalf("serving %s, %v; want %s", id, err, m1.SnapshotID)
+	}
+	trustWantServes(t, s, "A1", 2)
+	for _, p := range []string{filepath.Join(dsDir, format.SnapshotsDir, format.TempPrefix+"dead"), filepath.Join(dsDir, "."+format.CurrentFile+".123.tmp")} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s not swept: %v", p, err)
+		}
+	}
+}
