@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
@@ -30,7 +31,7 @@ func trustWantServes(t *testing.T, s *Store, ref string, v float64) {
 	t.Helper()
 	per, vals, err := s.Copy(ref, snapshot.MinTime, snapshot.MaxTime)
 	if err != nil || len(per) != 400 || vals[0] != v {
-		t.Fatalf("%s: %d points, first %v, %v; want 400 points from %v", ref, len(per), vals, err, v)
+		t.Fatalf("%s: %d points, %v; want 400 points from %v", ref, len(per), err, v)
 	}
 }
 
@@ -316,5 +317,162 @@ func TestTrustReopenAfterInterruptedInstall(t *testing.T) {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s not swept: %v", p, err)
 		}
+	}
+}
+
+// trustRecs is two upserts at seqs first, first+1: A0's first day to 999
+// and a new series Z.
+func trustRecs(first uint64) []delta.Record {
+	day := liveDay("2024-01-01")
+	return []delta.Record{
+		{Seq: first, Op: delta.Upsert, SeriesID: "A0", Period: day, Value: 999},
+		{Seq: first + 1, Op: delta.Upsert, SeriesID: "Z", Period: day, Value: 5},
+	}
+}
+
+// `es cook` of a dataset with live updates (a snapshot of a new epoch
+// published while the store is closed) must not get the old epoch's WAL
+// replayed on top: stale values would come back and series absent from
+// the new input would reappear. Seqs keep increasing (issue 10, item 3).
+func TestTrustNewEpochRetiresOldWAL(t *testing.T) {
+	home := liveTempDir(t)
+	liveCook(t, home, "ds", trustTable("A", 3, 1), format.WriteOptions{Epoch: 1})
+	s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	if _, err := s.Apply("ds", trustRecs(1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// es cook: a new epoch, published beside the store (which is closed).
+	liveCook(t, home, "ds", trustTable("A", 3, 50), format.WriteOptions{Epoch: 2})
+	for reopen := range 2 {
+		s = liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+		trustWantServes(t, s, "A0", 50)
+		if _, err := s.Info("Z"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("reopen %d: series Z of the old epoch's log is served: %v", reopen, err)
+		}
+		if seq, err := s.LastSeq("ds"); err != nil || seq < 2 {
+			t.Fatalf("reopen %d: last seq %d, %v; seqs must not go back below 2", reopen, seq, err)
+		}
+		s.Close()
+	}
+	// New records of the new epoch are replayed as usual.
+	s = liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	if n, err := s.Apply("ds", trustRecs(3)[1:]); err != nil || n != 1 {
+		t.Fatalf("apply at seq 4: %d, %v", n, err)
+	}
+	s.Close()
+	s = liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	defer s.Close()
+	trustWantServes(t, s, "A0", 50)
+	if _, err := s.Info("Z"); err != nil {
+		t.Fatalf("the new epoch's record for Z: %v", err)
+	}
+}
+
+// A dataset that lost CURRENT is damaged (reported), not absent; creating
+// it again starts a clean epoch above every seq seen before, with nothing
+// of the old WAL replayed (issue 10, item 11).
+func TestTrustLostCurrentIsDamagedAndRecreatedClean(t *testing.T) {
+	home := liveTempDir(t)
+	liveCook(t, home, "ds", trustTable("A", 3, 1), format.WriteOptions{Epoch: 1})
+	liveCook(t, home, "other", trustTable("O", 2, 1), format.WriteOptions{Epoch: 1})
+	s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	if _, err := s.Apply("ds", trustRecs(1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	dsDir := filepath.Join(home, DatasetsDir, "ds")
+	if err := os.Remove(filepath.Join(dsDir, format.CurrentFile)); err != nil {
+		t.Fatal(err)
+	}
+	s = liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	defer s.Close()
+	var ce *format.CorruptionError
+	if err := s.Damaged("ds"); !errors.As(err, &ce) || ce.File != format.CurrentFile {
+		t.Fatalf("Damaged(ds) = %v, want a CorruptionError naming CURRENT", err)
+	}
+	if st, _ := s.Status(); len(st) != 2 || st[0].Health != Damaged {
+		t.Fatalf("status %+v: want ds listed as damaged", st)
+	}
+	trustWantServes(t, s, "O1", 2)
+	// Re-create it, as the server does when a dataset is put again.
+	if e := NextEpoch(dsDir); e != 2 {
+		t.Fatalf("NextEpoch = %d, want 2 (above the log's epoch 1)", e)
+	}
+	// The worst case: the same epoch number as the lost one (a server that
+	// did not ask NextEpoch).
+	src := liveTempDir(t)
+	m := liveCook(t, src, "ds", trustTable("A", 3, 10), format.WriteOptions{Epoch: 1})
+	if _, err := s.Install("ds", trustSnapDir(src, "ds", m)); err != nil {
+		t.Fatalf("re-create: %v", err)
+	}
+	if err := s.Damaged("ds"); err != nil {
+		t.Fatalf("still damaged: %v", err)
+	}
+	trustWantServes(t, s, "A0", 10)
+	if _, err := s.Info("Z"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the old log's series Z came back: %v", err)
+	}
+	seq, err := s.LastSeq("ds")
+	if err != nil || seq < 2 {
+		t.Fatalf("last seq %d, %v: the re-created dataset must start above seq 2", seq, err)
+	}
+	if n, err := s.Apply("ds", trustRecs(seq + 1)[:1]); err != nil || n != 1 {
+		t.Fatalf("apply above the floor: %d %v", n, err)
+	}
+	s.Close()
+	s = liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	if _, err := s.Info("Z"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after reopen the old log's series Z came back: %v", err)
+	}
+	per, vals, err := s.Copy("A0", snapshot.MinTime, snapshot.MaxTime)
+	if err != nil || len(per) != 400 || vals[0] != 999 {
+		t.Fatalf("the re-created epoch's own record is lost: %v %v", vals[:1], err)
+	}
+	// A later replacement (epoch 2) drops the re-created epoch's record.
+	src = liveTempDir(t)
+	m = liveCook(t, src, "ds", trustTable("A", 3, 20), format.WriteOptions{Epoch: NextEpoch(dsDir)})
+	if m.Epoch != 2 {
+		t.Fatalf("NextEpoch gave %d, want 2", m.Epoch)
+	}
+	if _, err := s.Install("ds", trustSnapDir(src, "ds", m)); err != nil {
+		t.Fatal(err)
+	}
+	trustWantServes(t, s, "A0", 20)
+	if seq2, _ := s.LastSeq("ds"); seq2 < seq+1 {
+		t.Fatalf("seq went back from %d to %d", seq+1, seq2)
+	}
+}
+
+// A damaged dataset of a companion (its snapshot, not CURRENT, damaged)
+// healed by a re-download of the same epoch keeps the log's records above
+// the downloaded snapshot: they are the server's records of that epoch.
+func TestTrustHealSameEpochKeepsLog(t *testing.T) {
+	home := liveTempDir(t)
+	m := liveCook(t, home, "ds", trustTable("A", 3, 1), format.WriteOptions{Epoch: 1})
+	spare := liveCopyDir(t, trustSnapDir(home, "ds", m))
+	s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	if _, err := s.Apply("ds", trustRecs(1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	liveTruncate(t, filepath.Join(trustSnapDir(home, "ds", m), format.DataFile), -8)
+	s = liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	defer s.Close()
+	if err := s.Damaged("ds"); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Damaged = %v", err)
+	}
+	if _, err := s.Install("ds", spare); err != nil {
+		t.Fatal(err)
+	}
+	per, vals, err := s.Copy("A0", snapshot.MinTime, snapshot.MaxTime)
+	if err != nil || len(per) != 400 || vals[0] != 999 {
+		t.Fatalf("A0 after healing: %v, %v; want the log's 999 kept", vals[:1], err)
+	}
+	if _, err := s.Info("Z"); err != nil {
+		t.Fatalf("Z after healing: %v", err)
+	}
+	if seq, _ := s.LastSeq("ds"); seq != 2 {
+		t.Fatalf("last seq %d, want 2", seq)
 	}
 }
