@@ -696,24 +696,28 @@ func (r *Result) Release() {
 func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
 	var r reading
 	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
-	return s.get(ref, from, to, &r)
+	err = s.get(ref, from, to, &r, &res)
+	return res, err
 }
 
-func (s *Store) get(ref string, from, to int64, r *reading) (Result, error) {
+// get is Get into *res (not returned: a Result is 15 words, and copying it
+// through one more call level cost more than the fault guard), for the
+// guarded callers. r is the caller's fault-guard record.
+func (s *Store) get(ref string, from, to int64, r *reading, res *Result) error {
 	l, err := s.locate(ref, r)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	res := Result{Dataset: l.d.name, snap: l.rs.snap}
+	*res = Result{Dataset: l.d.name, snap: l.rs.snap}
 	if !l.pending {
 		res.Frequency = l.rs.snap.Frequency(l.row)
 		if res.Points, err = l.rs.snap.Get(l.row, from, to); err != nil {
 			r.snap = nil
 			res.Release()
-			return Result{}, fmt.Errorf("get %s: %w", ref, err)
+			return fmt.Errorf("get %s: %w", ref, err)
 		}
 		r.snap = nil // handed to the caller with res
-		return res, nil
+		return nil
 	}
 	buf := getMergeBuf()
 	pts, freq, _, err := l.merged(buf, from, to)
@@ -721,11 +725,11 @@ func (s *Store) get(ref string, from, to int64, r *reading) (Result, error) {
 		buf.put()
 		r.snap = nil
 		res.Release()
-		return Result{}, fmt.Errorf("get %s: %w", ref, err)
+		return fmt.Errorf("get %s: %w", ref, err)
 	}
 	res.Points, res.Frequency, res.buf = pts, freq, buf
 	r.snap = nil
-	return res, nil
+	return nil
 }
 
 // View calls fn with the points of series ref in [from, to] (see Get)
@@ -736,22 +740,15 @@ func (s *Store) get(ref string, from, to int64, r *reading) (Result, error) {
 func (s *Store) View(ref string, from, to int64, fn func(Result) error) (err error) {
 	var r reading
 	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
-	res, err := s.get(ref, from, to, &r)
-	if err != nil {
+	var res Result
+	if err := s.get(ref, from, to, &r, &res); err != nil {
 		return err
 	}
-	r.d = s.datasetOrNil(res.Dataset)
-	r.snap = res.snap // released by the guard if fn faults
+	r.snap = res.snap // released by the guard if fn faults; r.d is its dataset
 	err = fn(res)
 	r.snap = nil
 	res.Release()
 	return err
-}
-
-// datasetOrNil is Dataset without the error.
-func (s *Store) datasetOrNil(name string) *Dataset {
-	d, _ := s.Dataset(name)
-	return d
 }
 
 // mergeBuf holds the merged points of one Get of a series with pending
