@@ -194,3 +194,43 @@ func TestDemoHome(t *testing.T) {
 		}
 	}
 }
+
+// One damaged dataset does not take the home down for the CLI: es ls lists
+// it as damaged beside the healthy one, es get serves the healthy one and
+// names the damage for the other (issue 10, item 8).
+func TestCLIDamagedDatasetContained(t *testing.T) {
+	home := t.TempDir()
+	src := filepath.Join(t.TempDir(), "gen.csv")
+	mustES(t, "gen", "--series", "20", "--rows", "2000", "--seed", "3", "--out", src)
+	mustES(t, "cook", "--home", home, "--dataset", "gen", "--in", src)
+	mustES(t, "cook", "--home", home, "--dataset", "stocks", "--in", "../../server/cook/samples/stocks.csv",
+		"--series-col", "symbol", "--period-col", "date", "--value-col", "price")
+	dsDir := filepath.Join(home, "datasets", "gen")
+	id, err := format.ReadCurrent(dsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dsDir, format.SnapshotsDir, id, format.DataFile), 100); err != nil {
+		t.Fatal(err)
+	}
+	out := mustES(t, "ls", "--home", home)
+	var genLine, stocksLine string
+	for _, l := range strings.Split(out, "\n") {
+		// The first table (one line per dataset, HEALTH last).
+		if f := strings.Fields(l); len(f) > 7 && f[0] == "gen" && genLine == "" {
+			genLine = l
+		} else if len(f) > 7 && f[0] == "stocks" && stocksLine == "" {
+			stocksLine = l
+		}
+	}
+	if !strings.Contains(genLine, "damaged") || !strings.Contains(genLine, "data.arrow") || !strings.HasSuffix(strings.TrimSpace(stocksLine), " ok") {
+		t.Fatalf("es ls:\n%s", out)
+	}
+	if got := mustES(t, "get", "--home", home, "MSFT", "2000-01-01", "2000-01"); got != "period,value\n2000-01-01,39.81\n" {
+		t.Fatalf("es get MSFT: %q", got)
+	}
+	code, _, errs := es(t, "get", "--home", home, "--dataset", "gen", "X")
+	if code != 1 || !strings.Contains(errs, "damaged") {
+		t.Fatalf("es get in the damaged dataset: exit %d, %q", code, errs)
+	}
+}

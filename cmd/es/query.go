@@ -376,9 +376,13 @@ func lsPending(e *env, home string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DATASET\tEPOCH\tSEQ\tSNAPSHOT SEQ\tPENDING RECORDS\tPENDING ROWS\tWAL")
+	fmt.Fprintln(tw, "DATASET\tEPOCH\tSEQ\tSNAPSHOT SEQ\tPENDING RECORDS\tPENDING ROWS\tWAL\tHEALTH")
 	for _, d := range ds {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", d.Name, d.Manifest.Epoch, d.Seq, d.Manifest.CoversThroughSeq, d.DeltaRecords, d.DeltaRows, humanBytes(d.WALBytes))
+		health := d.Health.String()
+		if d.Err != nil {
+			health += ": " + d.Err.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", d.Name, d.Manifest.Epoch, d.Seq, d.Manifest.CoversThroughSeq, d.DeltaRecords, d.DeltaRows, humanBytes(d.WALBytes), health)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
