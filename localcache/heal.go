@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/energyscope/energyscope/localcache/delta"
@@ -29,6 +31,56 @@ const DamagedPrefix = ".damaged-"
 // log is retired: nothing of it is replayed, and the dataset's seq starts
 // above every seq seen before. d.cmu and the name lock are held.
 func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) error {
+	// Writers of a damaged dataset are refused and readers never take
+	// wmu: holding it throughout costs nobody.
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if s.isClosed.Load() {
+		return ErrClosed
+	}
+	cur := d.cur.Load()
+	mk, mkErr := readEpochMarker(d.dir)
+	floor := mk.floor
+	var recs []delta.Record // every readable record of the log
+	if cur != nil {
+		floor = max(floor, cur.delta.LastSeq())
+		recs = cur.delta.Records(0)
+	} else {
+		if d.wal != nil {
+			// Open but with nothing in service (an earlier heal failed
+			// after dropping the state): read the records again.
+			d.wal.Close()
+			d.wal = nil
+		}
+		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger)
+		if err != nil {
+			// Keep the unreadable log for inspection; start a fresh one
+			// above every seq its segment names promise.
+			floor = max(floor, walNameFloor(filepath.Join(d.dir, WALDir)))
+			a := filepath.Join(d.dir, fmt.Sprintf("%s%s-%d", DamagedPrefix, WALDir, time.Now().UnixNano()))
+			if rerr := os.Rename(filepath.Join(d.dir, WALDir), a); rerr != nil {
+				return fmt.Errorf("set the damaged write-ahead log aside: %w (it failed to open: %v)", rerr, err)
+			}
+			s.opts.Logger.Warn("write-ahead log set aside", "dataset", d.name, "path", a, "err", err)
+			if w, r, err = delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger); err != nil {
+				return fmt.Errorf("open write-ahead log: %w", err)
+			}
+			mkErr = errors.New("write-ahead log was unreadable")
+		}
+		d.wal, recs = w, r
+	}
+	for _, r := range recs {
+		floor = max(floor, r.Seq)
+	}
+	if cur != nil && cur.snap.ID() == m.SnapshotID {
+		// The damaged copy of this very snapshot is in service: drop the
+		// store's mapping of it (Windows cannot rename a mapped file). It
+		// served nothing anyway; on failure below the dataset stays
+		// damaged with nothing in service.
+		d.swap(nil)
+		cur = nil
+	}
+
 	tmp, err := s.stageCopy(d.dir, dir, m)
 	if err != nil {
 		return err
@@ -46,7 +98,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	if _, err := os.Stat(final); err == nil {
 		// Maybe the damaged copy of this very snapshot: never trust it.
 		a := filepath.Join(root, fmt.Sprintf("%s%s-%d", DamagedPrefix, m.SnapshotID, time.Now().UnixNano()))
-		if err := os.Rename(final, a); err != nil {
+		if err := renameRetry(final, a); err != nil {
 			os.RemoveAll(tmp)
 			return fmt.Errorf("set the damaged snapshot aside: %w", err)
 		}
@@ -61,44 +113,6 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 		return err
 	}
 
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
-	if s.isClosed.Load() {
-		snap.Close()
-		return ErrClosed
-	}
-	cur := d.cur.Load()
-	mk, mkErr := readEpochMarker(d.dir)
-	floor := mk.floor
-	var recs []delta.Record // every readable record of the log
-	if cur != nil {
-		floor = max(floor, cur.delta.LastSeq())
-		recs = cur.delta.Records(0)
-	} else if d.wal == nil {
-		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger)
-		if err != nil {
-			// Keep the unreadable log for inspection; start a fresh one
-			// above every seq it may have acknowledged: its segment names
-			// and every intact frame, behind the damage too.
-			salvaged, _ := delta.SalvageSeq(filepath.Join(d.dir, WALDir))
-			floor = max(floor, salvaged)
-			a := filepath.Join(d.dir, fmt.Sprintf("%s%s-%d", DamagedPrefix, WALDir, time.Now().UnixNano()))
-			if rerr := os.Rename(filepath.Join(d.dir, WALDir), a); rerr != nil {
-				snap.Close()
-				return fmt.Errorf("set the damaged write-ahead log aside: %w (it failed to open: %v)", rerr, err)
-			}
-			s.opts.Logger.Warn("write-ahead log set aside", "dataset", d.name, "path", a, "err", err)
-			if w, r, err = delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger); err != nil {
-				snap.Close()
-				return fmt.Errorf("open write-ahead log: %w", err)
-			}
-			mkErr = errors.New("write-ahead log was unreadable")
-		}
-		d.wal, recs = w, r
-	}
-	for _, r := range recs {
-		floor = max(floor, r.Seq)
-	}
 	covers := m.CoversThroughSeq
 	keep := !d.lostCurrent && mkErr == nil && mk.ok && mk.epoch == m.Epoch
 	last := covers
@@ -144,19 +158,44 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	d.lostCurrent = false
 	d.damage.Store(nil)
 	d.lastSync.Store(time.Now().UnixNano())
+	dropThrough := covers
 	if !keep {
-		if err := d.wal.DropThrough(last); err != nil {
-			s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
-		}
-	} else if err := d.wal.DropThrough(covers); err != nil {
-		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
+		dropThrough = last
 	}
-	if old != nil && old.ID() == m.SnapshotID {
-		old = nil // its directory was set aside; retire must not track it
+	if err := d.wal.DropThrough(dropThrough); err != nil {
+		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
 	}
 	s.retireLocked(d, m.SnapshotID, old)
 	s.scrubLater(d, snap)
 	s.opts.Logger.Info("damaged dataset healed", "dataset", d.name, "snapshot", m.SnapshotID, "kept_log_records", len(kept))
 	go s.notify(d.name, nil)
 	return nil
+}
+
+// renameRetry renames, retrying for up to a second: on Windows a file
+// that a reader still maps cannot be renamed until it lets go.
+func renameRetry(from, to string) error {
+	var err error
+	for range 20 {
+		if err = os.Rename(from, to); err == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
+}
+
+// walNameFloor is the highest first-seq a segment name in dir promises
+// (0 if none): a lower bound of the seqs an unreadable log held.
+func walNameFloor(dir string) uint64 {
+	ents, _ := os.ReadDir(dir)
+	var f uint64
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".wal"); ok {
+			if v, err := strconv.ParseUint(n, 10, 64); err == nil {
+				f = max(f, v)
+			}
+		}
+	}
+	return f
 }
