@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/energyscope/energyscope/localcache/delta"
@@ -55,8 +53,12 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger)
 		if err != nil {
 			// Keep the unreadable log for inspection; start a fresh one
-			// above every seq its segment names promise.
-			floor = max(floor, walNameFloor(filepath.Join(d.dir, WALDir)))
+			// above every seq it may have handed out (delta.SalvageSeq).
+			salvage, serr := delta.SalvageSeq(filepath.Join(d.dir, WALDir))
+			if serr != nil {
+				return fmt.Errorf("read the damaged write-ahead log's seqs: %w (it failed to open: %v)", serr, err)
+			}
+			floor = max(floor, salvage)
 			a := filepath.Join(d.dir, fmt.Sprintf("%s%s-%d", DamagedPrefix, WALDir, time.Now().UnixNano()))
 			if rerr := os.Rename(filepath.Join(d.dir, WALDir), a); rerr != nil {
 				return fmt.Errorf("set the damaged write-ahead log aside: %w (it failed to open: %v)", rerr, err)
@@ -183,19 +185,4 @@ func renameRetry(from, to string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return err
-}
-
-// walNameFloor is the highest first-seq a segment name in dir promises
-// (0 if none): a lower bound of the seqs an unreadable log held.
-func walNameFloor(dir string) uint64 {
-	ents, _ := os.ReadDir(dir)
-	var f uint64
-	for _, e := range ents {
-		if n, ok := strings.CutSuffix(e.Name(), ".wal"); ok {
-			if v, err := strconv.ParseUint(n, 10, 64); err == nil {
-				f = max(f, v)
-			}
-		}
-	}
-	return f
 }

@@ -476,3 +476,51 @@ func TestTrustHealSameEpochKeepsLog(t *testing.T) {
 		t.Fatalf("last seq %d, want 2", seq)
 	}
 }
+
+// A write-ahead log corrupt before its end makes its dataset damaged (the
+// log refuses to open), not the home; installing a snapshot over it sets
+// the log aside and starts above every seq it may have handed out.
+func TestTrustCorruptWALIsContainedAndHealed(t *testing.T) {
+	home := liveTempDir(t)
+	m := liveCook(t, home, "ds", trustTable("A", 3, 1), format.WriteOptions{Epoch: 1})
+	liveCook(t, home, "other", trustTable("O", 2, 1), format.WriteOptions{Epoch: 1})
+	spare := liveCopyDir(t, trustSnapDir(home, "ds", m))
+	s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	for seq := uint64(1); seq <= 9; seq += 2 {
+		if _, err := s.Apply("ds", trustRecs(seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	segs, _ := filepath.Glob(filepath.Join(home, DatasetsDir, "ds", WALDir, "*.wal"))
+	if len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
+	}
+	flipByte(t, segs[0], 8+8+3) // inside the first frame's payload; four intact frames follow
+	s = liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	defer s.Close()
+	var ce *delta.CorruptionError
+	if err := s.Damaged("ds"); !errors.Is(err, ErrDamaged) || !errors.As(err, &ce) {
+		t.Fatalf("Damaged(ds) = %v, want the log's CorruptionError", err)
+	}
+	trustWantServes(t, s, "O1", 2)
+	if _, err := s.Install("ds", spare); err != nil {
+		t.Fatalf("install over the damaged log: %v", err)
+	}
+	trustWantServes(t, s, "A0", 1)
+	if seq, err := s.LastSeq("ds"); err != nil || seq < 10 {
+		t.Fatalf("last seq %d, %v: must start above the damaged log's 10", seq, err)
+	}
+	// The damaged log is kept, aside, for inspection.
+	if aside, _ := filepath.Glob(filepath.Join(home, DatasetsDir, "ds", DamagedPrefix+WALDir+"-*")); len(aside) != 1 {
+		t.Fatalf("set aside: %v, want the damaged log", aside)
+	}
+	s.Close()
+	s = liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	if err := s.Damaged("ds"); err != nil {
+		t.Fatalf("after reopen: %v", err)
+	}
+	if seq, err := s.LastSeq("ds"); err != nil || seq < 10 {
+		t.Fatalf("after reopen last seq %d, %v", seq, err)
+	}
+}
