@@ -67,7 +67,8 @@ func readSnapshot(dir string) (*source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
-	s := &source{m: m, files: map[string][]byte{format.ManifestFile: mb}}
+	msum := sha256.Sum256(mb)
+	s := &source{m: m, files: map[string][]byte{format.ManifestFile: mb}, sums: map[string]string{format.ManifestFile: hex.EncodeToString(msum[:])}}
 	for _, fi := range m.Files {
 		b, err := os.ReadFile(filepath.Join(dir, fi.Name))
 		if err != nil {
@@ -78,6 +79,7 @@ func readSnapshot(dir string) (*source, error) {
 			return nil, fmt.Errorf("%w: %s/%s does not match its manifest entry (size %d, want %d, or SHA-256)", ErrBadSnapshot, dir, fi.Name, len(b), fi.Size)
 		}
 		s.files[fi.Name] = b
+		s.sums[fi.Name] = fi.SHA256
 	}
 	if err := s.open(); err != nil {
 		s.close()

@@ -82,6 +82,7 @@ func arrowSchema(pt format.PeriodType) *arrow.Schema {
 type source struct {
 	m     *format.Manifest
 	files map[string][]byte // file name -> contents, manifest.json included
+	sums  map[string]string // file name -> hex SHA-256, checked when read
 	index *format.Index
 	data  *format.Data
 	tail  *format.Tail

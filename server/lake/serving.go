@@ -120,8 +120,12 @@ func writePuffinTo(f io.Writer, loc string, snap *table.Snapshot, src *source) (
 				return table.StatisticsFile{}, err
 			}
 		}
-		sum := sha256.Sum256(b)
-		props := map[string]string{PropFile: a.file, PropSHA256: hex.EncodeToString(sum[:])}
+		sum, ok := src.sums[a.file]
+		if !ok {
+			h := sha256.Sum256(b)
+			sum = hex.EncodeToString(h[:])
+		}
+		props := map[string]string{PropFile: a.file, PropSHA256: sum}
 		if _, err := w.AddBlob(puffin.BlobMetadataInput{Type: puffin.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: props}, b); err != nil {
 			return table.StatisticsFile{}, err
 		}
