@@ -122,24 +122,43 @@ func (s *source) batches(batchRows int) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		mem := memory.DefaultAllocator
 		sc := arrowSchema(s.m.PeriodType)
-		b := array.NewRecordBuilder(mem, sc)
-		defer b.Release()
-		ids := b.Field(0).(*array.StringBuilder)
-		val := b.Field(2).(*array.Float64Builder)
-		meta := [4]*array.StringBuilder{b.Field(3).(*array.StringBuilder), b.Field(4).(*array.StringBuilder), b.Field(5).(*array.StringBuilder), b.Field(6).(*array.StringBuilder)}
+		// The string columns are filled in bulk (a series' string
+		// repeated over its run), the others through builders.
+		var strs [5]strAcc // series_id, frequency, unit, name, source
+		for i := range strs {
+			strs[i].reset(batchRows)
+		}
+		val := array.NewFloat64Builder(mem)
+		defer val.Release()
 		var days *array.Date32Builder
 		var secs *array.TimestampBuilder
 		if s.m.PeriodType == format.PeriodTimestamp {
-			secs = b.Field(1).(*array.TimestampBuilder)
+			secs = array.NewTimestampBuilder(mem, timestampUTC)
+			defer secs.Release()
 		} else {
-			days = b.Field(1).(*array.Date32Builder)
+			days = array.NewDate32Builder(mem)
+			defer days.Release()
 		}
 		pending := 0
 		flush := func() bool {
 			if pending == 0 {
 				return true
 			}
-			rec := b.NewRecordBatch()
+			cols := make([]arrow.Array, 7)
+			cols[0] = strs[0].array(batchRows)
+			if secs != nil {
+				cols[1] = secs.NewArray()
+			} else {
+				cols[1] = days.NewArray()
+			}
+			cols[2] = val.NewArray()
+			for i := 1; i < 5; i++ {
+				cols[2+i] = strs[i].array(batchRows)
+			}
+			rec := array.NewRecordBatch(sc, cols, int64(pending))
+			for _, c := range cols {
+				c.Release()
+			}
 			pending = 0
 			return yield(rec, nil)
 		}
@@ -187,17 +206,11 @@ func (s *source) batches(batchRows int) iter.Seq2[arrow.RecordBatch, error] {
 				yield(nil, fmt.Errorf("%w: series %q has unknown tier %d", ErrBadSnapshot, x.ID(r), x.Tier[r]))
 				return
 			}
-			id := x.ID(r)
-			m := [4]string{string(x.Frequency(r)), x.Unit(r), x.Name(r), x.Source(r)}
+			m := [5]string{x.ID(r), string(x.Frequency(r)), x.Unit(r), x.Name(r), x.Source(r)}
 			for i := off; i < off+n; {
 				k := min(off+n-i, uint32(batchRows-pending))
-				for range k {
-					ids.Append(id)
-				}
-				for j, mb := range meta {
-					for range k {
-						mb.Append(m[j])
-					}
+				for j := range strs {
+					strs[j].addN(m[j], int(k))
 				}
 				if days != nil {
 					for _, d := range rows.Days[i : i+k] {
@@ -218,4 +231,33 @@ func (s *source) batches(batchRows int) iter.Seq2[arrow.RecordBatch, error] {
 		}
 		flush()
 	}
+}
+
+// strAcc accumulates a utf8 column's offsets and bytes.
+type strAcc struct {
+	off  []int32
+	data []byte
+}
+
+func (a *strAcc) reset(rows int) {
+	a.off = make([]int32, 1, rows+1)
+	a.data = nil
+}
+
+// addN appends s k times.
+func (a *strAcc) addN(s string, k int) {
+	for range k {
+		a.data = append(a.data, s...)
+		a.off = append(a.off, int32(len(a.data)))
+	}
+}
+
+// array hands the accumulated bytes to a new String array and starts over.
+func (a *strAcc) array(rows int) arrow.Array {
+	n := len(a.off) - 1
+	d := array.NewData(arrow.BinaryTypes.String, n,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(a.off)), memory.NewBufferBytes(a.data)}, nil, 0, 0)
+	defer d.Release()
+	a.reset(rows)
+	return array.NewStringData(d)
 }
