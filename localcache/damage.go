@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
@@ -148,4 +149,28 @@ func (s *Store) guard(old bool, r *reading, err *error) {
 		return
 	}
 	*err = s.markDamaged(r.d, cause)
+}
+
+// applyGuarded is dl.Apply(recs) under the fault guard: the delta looks
+// each series up in the snapshot's mapped hash and index. On a fault the
+// dataset is marked damaged and the error returned (dl may then hold part
+// of recs; a damaged dataset serves nothing).
+func (s *Store) applyGuarded(d *Dataset, dl *delta.Delta, recs []delta.Record) (n int, err error) {
+	r := reading{d: d}
+	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+	return dl.Apply(recs), nil
+}
+
+// damagedIf marks d damaged when err holds a memory fault on a mapping
+// that a recover below the guard (format's Arrow reading) turned into an
+// error, and returns the *DamageError; other errors, corruption found by
+// decoding included (one unreadable block: the rest serves, and the scrub
+// judges the files), come back as they are.
+func (s *Store) damagedIf(d *Dataset, err error) error {
+	var fe faultError
+	if err == nil || !errors.As(err, &fe) {
+		return err
+	}
+	s.metrics.faults.Add(1)
+	return s.markDamaged(d, err)
 }

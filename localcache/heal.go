@@ -42,11 +42,12 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	var recs []delta.Record // every readable record of the log
 	if cur != nil {
 		floor = max(floor, cur.delta.LastSeq())
-		recs = cur.delta.Records(0)
-	} else {
+	}
+	{
+		// The records come from the log on disk, not from the delta in
+		// memory: a fault may have stopped an Apply half way, and an
+		// earlier heal may have dropped the state.
 		if d.wal != nil {
-			// Open but with nothing in service (an earlier heal failed
-			// after dropping the state): read the records again.
 			d.wal.Close()
 			d.wal = nil
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -59,7 +60,11 @@ func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
 		d.wmu.Unlock()
 		return 0, fmt.Errorf("dataset %s: %w", dataset, err)
 	}
-	n := rs.delta.Apply(fresh)
+	n, err := s.applyGuarded(d, rs.delta, fresh)
+	if err != nil {
+		d.wmu.Unlock()
+		return 0, err
+	}
 	d.lastSync.Store(time.Now().UnixNano())
 	_, rows, _, bytes := rs.delta.Stats()
 	d.wmu.Unlock()
@@ -163,7 +168,7 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 
 	base := rs.snap.Manifest
 	o := format.WriteOptions{Dataset: dataset, Epoch: base.Epoch, CoversThroughSeq: upTo}
-	m, err := s.writeSnapshot(d, func(dir string) (*format.Manifest, error) {
+	fold := func(dir string) (*format.Manifest, error) {
 		// The base's columns are already sorted and normalized: copy them
 		// and merge in the pending series, which spares Write's sort.
 		st, err := foldSorted(rs.snap, pending)
@@ -180,6 +185,13 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 			m, _, err = format.Write(dir, t, o)
 		}
 		return m, err
+	}
+	m, err := s.writeSnapshot(d, func(dir string) (m *format.Manifest, err error) {
+		// The fold reads every byte of the base's mappings.
+		r := reading{d: d}
+		defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+		m, err = fold(dir)
+		return m, s.damagedIf(d, err)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", dataset, err)

@@ -710,7 +710,7 @@ func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
 	if res.Points, err = l.rs.snap.Get(l.row, from, to); err != nil {
 		r.snap = nil
 		res.Release()
-		return Result{}, fmt.Errorf("get %s: %w", ref, err)
+		return Result{}, fmt.Errorf("get %s: %w", ref, s.damagedIf(l.d, err))
 	}
 	r.snap = nil // handed to the caller with res
 	return res, nil
@@ -730,7 +730,7 @@ func (s *Store) get(ref string, from, to int64, r *reading, res *Result) error {
 		if res.Points, err = l.rs.snap.Get(l.row, from, to); err != nil {
 			r.snap = nil
 			res.Release()
-			return fmt.Errorf("get %s: %w", ref, err)
+			return fmt.Errorf("get %s: %w", ref, s.damagedIf(l.d, err))
 		}
 		r.snap = nil // handed to the caller with res
 		return nil
@@ -747,7 +747,7 @@ func (s *Store) getMerged(l located, ref string, from, to int64, r *reading, res
 		buf.put()
 		r.snap = nil
 		res.Release()
-		return fmt.Errorf("get %s: %w", ref, err)
+		return fmt.Errorf("get %s: %w", ref, s.damagedIf(l.d, err))
 	}
 	res.Points, res.Frequency, res.buf = pts, freq, buf
 	r.snap = nil

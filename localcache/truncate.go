@@ -64,7 +64,10 @@ func (s *Store) Truncate(dataset string, through uint64) (int, error) {
 		return 0, fmt.Errorf("truncate %s through seq %d: %w", dataset, through, err)
 	}
 	dl := delta.New(rs.snap, covers)
-	dl.Apply(keep)
+	if _, err := s.applyGuarded(d, dl, keep); err != nil {
+		d.wmu.Unlock()
+		return 0, err
+	}
 	d.swap(&readState{snap: rs.snap, delta: dl}) // the same snapshot: its reference carries over
 	d.wmu.Unlock()
 	s.notify(dataset, nil) // the dropped records' series changed

@@ -524,3 +524,45 @@ func TestTrustCorruptWALIsContainedAndHealed(t *testing.T) {
 		t.Fatalf("after reopen last seq %d, %v", seq, err)
 	}
 }
+
+// Writes read the mappings too (Apply looks series up in index.hash,
+// compaction reads every point): a truncated file fails them and marks
+// the dataset damaged, it does not kill the process.
+func TestTrustTruncatedMappingUnderWrites(t *testing.T) {
+	for _, c := range []struct {
+		file  string
+		write func(s *Store) error
+	}{
+		{format.HashFile, func(s *Store) error {
+			_, err := s.Apply("bad", []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01"), Value: 1}})
+			return err
+		}},
+		{format.DataFile, func(s *Store) error {
+			_, err := s.Compact("bad")
+			return err
+		}},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			home := liveTempDir(t)
+			liveCook(t, home, "good", trustTable("G", 3, 10), format.WriteOptions{Epoch: 1})
+			mb := liveCook(t, home, "bad", trustTable("B", 50, 20), format.WriteOptions{Epoch: 1})
+			s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1, CompactRows: -1, CompactBytes: -1})
+			defer s.Close()
+			if c.file == format.DataFile { // something to fold
+				if _, err := s.Apply("bad", []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01"), Value: 1}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Truncate(filepath.Join(trustSnapDir(home, "bad", mb), c.file), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.write(s); !errors.Is(err, ErrDamaged) {
+				t.Fatalf("write over a truncated %s: %v, want ErrDamaged", c.file, err)
+			}
+			if err := s.Damaged("bad"); err == nil {
+				t.Fatal("not marked damaged")
+			}
+			trustWantServes(t, s, "G1", 11)
+		})
+	}
+}

@@ -24,7 +24,7 @@ import (
 func openArrow(name string, b []byte, want *arrow.Schema) (r *ipc.FileReader, batches int, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r, batches, err = nil, 0, corrupt(name, -1, "arrow reader: %v", p)
+			r, batches, err = nil, 0, &CorruptionError{File: name, Offset: -1, Err: fmt.Errorf("arrow reader: %w", panicError(p))}
 		}
 	}()
 	// arrow-go's file reader reads only the footer: check the leading
@@ -86,7 +86,7 @@ func (a boundedAllocator) Reallocate(n int, b []byte) []byte {
 func recordAt(name string, r *ipc.FileReader, i int) (rec arrow.RecordBatch, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			rec, err = nil, corrupt(name, -1, "record batch %d: %v", i, p)
+			rec, err = nil, &CorruptionError{File: name, Offset: -1, Err: fmt.Errorf("record batch %d: %w", i, panicError(p))}
 		}
 	}()
 	rec, err = r.RecordBatchAt(i)
@@ -370,3 +370,13 @@ func (b *Batch) Check(off, n uint32) error {
 
 // String for debugging.
 func (p PeriodType) String() string { return string(p) }
+
+// panicError is a recovered panic value as an error, the original one when
+// it is an error (a memory fault under debug.SetPanicOnFault stays
+// recognisable to errors.As).
+func panicError(p any) error {
+	if err, ok := p.(error); ok {
+		return err
+	}
+	return fmt.Errorf("%v", p)
+}
