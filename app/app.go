@@ -799,12 +799,35 @@ func (a *App) OpenFolder(path string) Path {
 // Formula is the =ES.Get(...) text that gives series id in Excel with
 // these dates and options, checked by evaluating it as the bridge would.
 func (a *App) Formula(id, from, to string, o GetOptions) Formula {
-	id = strings.TrimSpace(id)
-	if id == "" {
+	return a.formula([]string{id}, from, to, o)
+}
+
+// CompareFormula is the one =ES.Get(...) that gives the series of a
+// comparison side by side, their ids as one comma-separated text.
+func (a *App) CompareFormula(refs []string, from, to string, o GetOptions) Formula {
+	return a.formula(refs, from, to, o)
+}
+
+// formula writes and checks =ES.Get for ids (one, or several joined by
+// commas, as ES.Get reads a list).
+func (a *App) formula(ids []string, from, to string, o GetOptions) Formula {
+	var list []string
+	for _, id := range ids {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			continue
+		}
+		if strings.ContainsAny(id, ",;\"") || len(id) > 255 {
+			return Formula{Error: fmt.Sprintf("The id %q cannot be typed into a formula as text; type it into a cell and give ES.Get that cell.", id)}
+		}
+		list = append(list, id)
+	}
+	if len(list) == 0 {
 		return Formula{Error: "Choose a series first."}
 	}
-	if strings.ContainsAny(id, ",;\"") || len(id) > 255 {
-		return Formula{Error: fmt.Sprintf("The id %q cannot be typed into a formula as text; type it into a cell and give ES.Get that cell.", id)}
+	id := strings.Join(list, ",")
+	if len(id) > 255 {
+		return Formula{Error: "The ids are longer together than a formula's text may be (255 characters); type them into cells and give ES.Get that range."}
 	}
 	if _, _, _, err := a.getArgs(from, to, o); err != nil {
 		return Formula{Error: words(err)}

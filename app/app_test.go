@@ -644,6 +644,14 @@ func TestCompare(t *testing.T) {
 	if r := a.Compare([]string{"NOPE"}, "", "", "", ""); r.Error == "" {
 		t.Fatal("unknown series compared")
 	}
+	// One formula for the comparison: the ids as one list.
+	f := a.CompareFormula([]string{"MSFT", "iowa:Fossil Fuels"}, "2001", "2003", app.GetOptions{})
+	if f.Error != "" || f.Text != `=ES.Get("MSFT,iowa:Fossil Fuels","2001","2003")` || f.Cols != 3 || f.Rows != 36 {
+		t.Fatalf("compare formula %+v", f)
+	}
+	if f := a.CompareFormula([]string{"MSFT", "a,b"}, "", "", app.GetOptions{}); !strings.Contains(f.Error, "cannot be typed") {
+		t.Fatalf("comma id: %+v", f)
+	}
 }
 
 // TestInfoRef: an id in two datasets is named dataset:id in the formula of

@@ -106,6 +106,7 @@ export const api = {
   info: (id: string) => call<Info>('Info', id),
   series: (id: string, from: string, to: string, per: string, agg: string) => call<Series>('Series', id, from, to, per, agg),
   formula: (id: string, from: string, to: string, opts: GetOptions) => call<Formula>('Formula', id, from, to, opts),
+  compareFormula: (refs: string[], from: string, to: string, opts: GetOptions) => call<Formula>('CompareFormula', refs, from, to, opts),
   compare: (refs: string[], from: string, to: string, per: string, agg: string) => call<Comparison>('Compare', refs, from, to, per, agg),
   openFolder: (path: string) => call<PathResult>('OpenFolder', path),
   exportSuggestion: (series: string[]) => call<PathResult>('ExportSuggestion', series),

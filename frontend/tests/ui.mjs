@@ -130,6 +130,8 @@ try {
   check('compare: a column per series', heads.join('|') === 'Period|MSFT (USD)|IBM (USD)|Fossil Fuels (thousand MWh)', heads);
   const compareLegend = await page.$eval('#chart .u-legend', (e) => e.textContent);
   check('compare: legend names all three', ['MSFT', 'IBM', 'Fossil Fuels'].every((x) => compareLegend.includes(x)), compareLegend);
+  const compareFormula = await page.$eval('#formula', (e) => e.textContent);
+  check('compare: one formula for all', compareFormula === '=ES.Get("MSFT,IBM,Fossil Fuels","2005-01","2008-12","per=Q","agg=avg")', compareFormula);
   await page.screenshot({ path: `${artifacts}/ui-compare.png` });
   await page.click('#compare .chip[data-ref="iowa:Fossil Fuels"] .chip-x');
   await page.waitForFunction(() => document.querySelector('#chart')?.dataset.series === '2');

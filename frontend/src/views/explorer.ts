@@ -303,8 +303,11 @@ export class ExplorerView implements View {
     const per = this.per.value;
     const agg = per ? this.agg.value : '';
     const from = this.from.value, to = this.to.value;
-    const formula = pre && !per && !from && !to ? Promise.resolve(pre.formula)
-      : api.formula(cur.ref || cur.id, from, to, { per, agg, fill: '', desc: false, headers: false, last: 0 });
+    const gopts = { per, agg, fill: '', desc: false, headers: false, last: 0 };
+    // Compared series: one formula with every id, as the chart shows them.
+    const formula = this.compared.length ? api.compareFormula([cur.ref || cur.id, ...this.compared.map((x) => x.ref || x.id)], from, to, gopts)
+      : pre && !per && !from && !to ? Promise.resolve(pre.formula)
+        : api.formula(cur.ref || cur.id, from, to, gopts);
     let shown: Shown | undefined;
     let error = '', note = '';
     if (this.compared.length) {
