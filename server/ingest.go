@@ -306,6 +306,8 @@ func jsonPeriod(raw json.RawMessage) (string, error) {
 	switch {
 	case s == "" || s == "null":
 		return "", nil
+	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && !strings.ContainsRune(s, '\\'):
+		return s[1 : len(s)-1], nil // the common case: nothing to unescape
 	case s[0] == '"':
 		var v string
 		if err := json.Unmarshal(raw, &v); err != nil {

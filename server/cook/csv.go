@@ -283,7 +283,7 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 // significant digits take an exact fast path (Clinger: an integer below 2^53
 // divided by an exact power of ten rounds correctly); the rest go to
 // strconv.ParseFloat.
-func parseValue(b []byte) (float64, error) {
+func parseValue[T ~string | ~[]byte](b T) (float64, error) {
 	b = trimBlank(b)
 	i, neg := 0, false
 	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
@@ -327,7 +327,7 @@ func parseValue(b []byte) (float64, error) {
 	return f, nil
 }
 
-func parseValueSlow(b []byte) (float64, error) {
+func parseValueSlow[T ~string | ~[]byte](b T) (float64, error) {
 	if !isDecimal(b) {
 		if isNonFinite(b) {
 			return 0, fmt.Errorf("value %q: %w", b, ErrNotFinite)
@@ -351,11 +351,11 @@ func parseValueSlow(b []byte) (float64, error) {
 // ignored): a decimal number, [+-]digits[.digits][e[+-]digits], finite.
 // strconv.ParseFloat alone would also take 1_000, 0x1p-2, Inf and NaN.
 func ParseValue[T ~string | ~[]byte](s T) (float64, error) {
-	return parseValue([]byte(s))
+	return parseValue(s)
 }
 
 // isDecimal reports whether b is [+-]? (d+ (. d*)? | . d+) ([eE] [+-]? d+)?.
-func isDecimal(b []byte) bool {
+func isDecimal[T ~string | ~[]byte](b T) bool {
 	i := 0
 	if i < len(b) && (b[i] == '+' || b[i] == '-') {
 		i++
@@ -391,7 +391,7 @@ func isDecimal(b []byte) bool {
 
 // isNonFinite reports whether b spells NaN or an infinity, which are
 // numbers but not values.
-func isNonFinite(b []byte) bool {
+func isNonFinite[T ~string | ~[]byte](b T) bool {
 	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
 		b = b[1:]
 	}
@@ -402,7 +402,7 @@ func isNonFinite(b []byte) bool {
 	return false
 }
 
-func trimBlank(b []byte) []byte {
+func trimBlank[T ~string | ~[]byte](b T) T {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
 		b = b[1:]
 	}
