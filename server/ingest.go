@@ -167,7 +167,13 @@ func parseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.
 		if del {
 			op = delta.Delete
 		}
-		r, err := b.row(cell(rec, si), cell(rec, pi), op, cell(rec, vi), cell(rec, ui), cell(rec, ni), cell(rec, sri), cell(rec, fi))
+		p, perr := textPeriod(cell(rec, pi))
+		var v float64
+		var verr error
+		if op == delta.Upsert {
+			v, verr = textValue(cell(rec, vi))
+		}
+		r, err := b.row(cell(rec, si), p, perr, op, v, verr, cell(rec, ui), cell(rec, ni), cell(rec, sri), cell(rec, fi))
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
@@ -188,30 +194,48 @@ type rowBuilder struct{ seen map[string]bool }
 
 func newRowBuilder() *rowBuilder { return &rowBuilder{seen: map[string]bool{}} }
 
-func (b *rowBuilder) row(id, period string, op delta.Op, value, unit, name, source, freq string) (delta.Record, error) {
-	if err := format.ValidSeriesID(id); err != nil {
-		return delta.Record{}, err
+var (
+	errNoPeriod = errors.New("no period")
+	errNoValue  = errors.New("no value")
+)
+
+// textPeriod reads a period cell: "" is no period.
+func textPeriod(s string) (int64, error) {
+	if s == "" {
+		return 0, errNoPeriod
 	}
-	if period == "" {
-		return delta.Record{}, errors.New("no period")
+	return cook.ParsePeriod(s)
+}
+
+// textValue reads a value cell: "" is no value.
+func textValue(s string) (float64, error) {
+	if s == "" {
+		return 0, errNoValue
 	}
-	p, err := cook.ParsePeriod(period)
-	if err != nil {
-		return delta.Record{}, err
+	return cook.ParseValue(s)
+}
+
+// row makes one record of a row whose period and value the caller has
+// read (perr, verr: why they could not be; verr is ignored for a delete).
+// The id is validated the first time it is seen.
+func (b *rowBuilder) row(id string, p int64, perr error, op delta.Op, v float64, verr error, unit, name, source, freq string) (delta.Record, error) {
+	first := !b.seen[id]
+	if first {
+		if err := format.ValidSeriesID(id); err != nil {
+			return delta.Record{}, err
+		}
+	}
+	if perr != nil {
+		return delta.Record{}, perr
 	}
 	r := delta.Record{Op: op, SeriesID: id, Period: p}
 	if op == delta.Upsert {
-		if value == "" {
-			return delta.Record{}, errors.New("no value")
-		}
-		v, err := cook.ParseValue(value)
-		if err != nil {
-			return delta.Record{}, err
+		if verr != nil {
+			return delta.Record{}, verr
 		}
 		r.Value = v
 	}
-	if !b.seen[id] {
-		b.seen[id] = true
+	if first {
 		m := delta.Meta{Unit: unit, Name: name, Source: source}
 		if freq != "" {
 			f, err := format.ParseFrequency(freq)
@@ -220,6 +244,7 @@ func (b *rowBuilder) row(id, period string, op delta.Op, value, unit, name, sour
 			}
 			m.Frequency = f
 		}
+		b.seen[id] = true
 		if m != (delta.Meta{}) {
 			r.Meta = &m
 		}
@@ -278,14 +303,20 @@ func parseRowsJSON(r io.Reader) ([]delta.Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
-		value := ""
-		if v := string(jr.Value); v != "" && v != "null" {
-			if v[0] == '"' {
-				return nil, fmt.Errorf("row %d: value %s is not a number", i, v)
+		p, perr := textPeriod(period)
+		var v float64
+		var verr error
+		if op == delta.Upsert {
+			switch raw := string(jr.Value); {
+			case raw == "" || raw == "null":
+				verr = errNoValue
+			case raw[0] == '"':
+				verr = fmt.Errorf("value %s: %w", raw, cook.ErrNotNumber)
+			default:
+				v, verr = cook.ParseValue(raw)
 			}
-			value = v
 		}
-		r, err := b.row(jr.SeriesID, period, op, value, jr.Unit, jr.Name, jr.Source, jr.Frequency)
+		r, err := b.row(jr.SeriesID, p, perr, op, v, verr, jr.Unit, jr.Name, jr.Source, jr.Frequency)
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
@@ -390,6 +421,17 @@ func parseRowsArrow(r io.Reader) (out []delta.Record, err error) {
 			return nil, fmt.Errorf("arrow stream: value must be float64 or int64, not %s", sc.Field(vi).Type)
 		}
 	}
+	tsPer := int64(1) // a timestamp period's units per second
+	if ts, ok := sc.Field(pi).Type.(*arrow.TimestampType); ok {
+		switch ts.Unit {
+		case arrow.Millisecond:
+			tsPer = 1e3
+		case arrow.Microsecond:
+			tsPer = 1e6
+		case arrow.Nanosecond:
+			tsPer = 1e9
+		}
+	}
 	b := newRowBuilder()
 	for rd.Next() {
 		rec := rd.RecordBatch()
@@ -408,30 +450,33 @@ func parseRowsArrow(r io.Reader) (out []delta.Record, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("arrow row %d: %w", len(out), err)
 			}
-			value := ""
+			var v float64
+			verr := errNoValue
 			if vi >= 0 && rec.Column(vi).IsValid(i) {
-				switch v := rec.Column(vi).(type) {
+				switch c := rec.Column(vi).(type) {
 				case *array.Float64:
-					value = strconv.FormatFloat(v.Value(i), 'g', -1, 64)
+					if v, verr = c.Value(i), nil; v-v != 0 {
+						verr = fmt.Errorf("value %v: %w", v, cook.ErrNotFinite)
+					}
 				case *array.Int64:
-					value = strconv.FormatInt(v.Value(i), 10)
+					v, verr = float64(c.Value(i)), nil
 				}
 			}
-			var period string
+			var p int64
+			perr := errNoPeriod
 			if pc := rec.Column(pi); pc.IsValid(i) {
-				switch p := pc.(type) {
+				switch c := pc.(type) {
 				case *array.Timestamp:
-					unit := p.DataType().(*arrow.TimestampType).Unit
-					period = p.Value(i).ToTime(unit).UTC().Format(time.RFC3339)
+					p, perr = floorDiv(int64(c.Value(i)), tsPer), nil
 				case *array.Date32:
-					period = p.Value(i).ToTime().Format("2006-01-02")
+					p, perr = int64(c.Value(i))*86400, nil
 				case *array.Date64:
-					period = p.Value(i).ToTime().Format("2006-01-02")
+					p, perr = floorDiv(int64(c.Value(i)), 1000), nil
 				case *array.String:
-					period = p.Value(i)
+					p, perr = textPeriod(c.Value(i))
 				}
 			}
-			r, err := b.row(str(si, i), period, op, value, str(strs[2], i), str(strs[3], i), str(strs[4], i), str(strs[5], i))
+			r, err := b.row(str(si, i), p, perr, op, v, verr, str(strs[2], i), str(strs[3], i), str(strs[4], i), str(strs[5], i))
 			if err != nil {
 				return nil, fmt.Errorf("arrow row %d: %w", len(out), err)
 			}
@@ -555,4 +600,12 @@ func collision(f format.Frequency, periods []int64) (int64, int64) {
 		}
 	}
 	return b0, b0
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }
