@@ -449,6 +449,53 @@ function esLiveFn(series, invocation) {
   };
 }
 
+// The custom document property es export writes into a --formulas workbook.
+var REFRESH_PROPERTY = "EnergyScopeRefresh";
+
+/**
+ * Refreshes a workbook exported with live formulas (es export --formulas) when
+ * the add-in runs in it. Such a workbook opens on the values saved at export,
+ * with no forced recalculation, so that it reads the same without the add-in;
+ * with the add-in, this recalculates it in full once per session and asks
+ * Office to load the add-in whenever this document opens, so the next open
+ * refreshes without the task pane. Any other workbook is left alone.
+ * office and excel are the Office and Excel namespaces of office.js (taken as
+ * arguments so the node test can run it against stand-ins). Resolves to true
+ * when it refreshed.
+ */
+function esRefreshOnOpen(office, excel) {
+  if (!office || !excel || !excel.run) {
+    return Promise.resolve(false);
+  }
+  return excel
+    .run(function (ctx) {
+      var prop = ctx.workbook.properties.custom.getItemOrNullObject(REFRESH_PROPERTY);
+      prop.load("value");
+      return ctx.sync().then(function () {
+        if (prop.isNullObject || !prop.value) {
+          return false;
+        }
+        ctx.workbook.application.calculate(excel.CalculationType.full);
+        return ctx.sync().then(function () {
+          return true;
+        });
+      });
+    })
+    .then(function (refreshed) {
+      if (refreshed && office.addin && office.addin.setStartupBehavior) {
+        return Promise.resolve(office.addin.setStartupBehavior(office.StartupBehavior.load)).then(function () {
+          return true;
+        });
+      }
+      return refreshed;
+    })
+    .catch(function () {
+      // An older Excel without custom properties or calculate: nothing to do;
+      // Ctrl+Alt+F9 still refreshes (the Info sheet says so).
+      return false;
+    });
+}
+
 if (typeof CustomFunctions !== "undefined" && CustomFunctions.associate) {
   CustomFunctions.associate("GET", esGet);
   CustomFunctions.associate("LATEST", esLatest);
@@ -458,5 +505,5 @@ if (typeof CustomFunctions !== "undefined" && CustomFunctions.associate) {
 }
 
 if (typeof module !== "undefined" && module.exports) {
-  module.exports = { esGet: esGet, esLatest: esLatest, esInfo: esInfo, esSearch: esSearch, esLiveFn: esLiveFn, esLive: esLive, esCall: esCall };
+  module.exports = { esGet: esGet, esLatest: esLatest, esInfo: esInfo, esSearch: esSearch, esLiveFn: esLiveFn, esLive: esLive, esCall: esCall, esRefreshOnOpen: esRefreshOnOpen };
 }

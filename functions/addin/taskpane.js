@@ -291,6 +291,9 @@
   if (typeof Office !== "undefined" && Office.onReady) {
     Office.onReady(function () {
       init();
+      if (typeof Excel !== "undefined") {
+        esRefreshOnOpen(Office, Excel);
+      }
     });
   } else {
     init();

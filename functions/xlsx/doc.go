@@ -84,8 +84,10 @@
 //     older default makes Excel recalculate everything on open) and no
 //     fullCalcOnLoad. A colleague without the add-in opens the file on its cached
 //     values; a recalculation there (F9 with no ES.GET registered) would turn them
-//     into #NAME?, so nothing asks for one. With the add-in, Ctrl+Alt+F9 (or editing
-//     a header) refreshes the block; the Info sheet says so. Only values mode with
+//     into #NAME?, so nothing asks for one. With the add-in, the custom document
+//     property RefreshProperty asks the add-in to recalculate the workbook when it
+//     runs there (and to load on that document's later opens); Ctrl+Alt+F9 (or
+//     editing a header) also refreshes the block; the Info sheet says so. Only values mode with
 //     fill=na keeps fullCalcOnLoad, for its =NA() cells, which have no cached result
 //     and are built into every spreadsheet.
 //

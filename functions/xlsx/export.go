@@ -39,6 +39,11 @@ func badRequest(format string, args ...any) error {
 }
 
 // Request says what to export.
+// RefreshProperty is the custom document property of a formulas workbook
+// (Request.Formulas) that asks the Excel add-in to recalculate it when the
+// add-in runs in it; the add-in's functions.js names it too.
+const RefreshProperty = "EnergyScopeRefresh"
+
 type Request struct {
 	// Series are the ids to export, one column each, in this order. Surrounding spaces
 	// are trimmed; empty and repeated ids are dropped.

@@ -95,6 +95,23 @@ func open(t *testing.T, path string) *excelize.File {
 }
 
 // part returns one part of the package.
+// partOrEmpty is part, with "" for a part the package does not have.
+func partOrEmpty(t *testing.T, path, name string) string {
+	t.Helper()
+	z, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	for _, f := range z.File {
+		if f.Name == name {
+			z.Close()
+			return part(t, path, name)
+		}
+	}
+	return ""
+}
+
 func part(t *testing.T, path, name string) string {
 	t.Helper()
 	z, err := zip.OpenReader(path)
@@ -252,9 +269,12 @@ func TestExportStocks(t *testing.T) {
 			t.Errorf("info %s = %q, want %q", k, settings[k], v)
 		}
 	}
-	// Nothing in this mode asks for recalculation.
+	// Nothing in this mode asks for recalculation, nor for the add-in's refresh.
 	if wb := part(t, path, "xl/workbook.xml"); strings.Contains(wb, "fullCalcOnLoad") {
 		t.Fatalf("values mode sets fullCalcOnLoad: %s", wb)
+	}
+	if custom := partOrEmpty(t, path, "docProps/custom.xml"); strings.Contains(custom, xlsx.RefreshProperty) {
+		t.Fatalf("values mode asks the add-in to refresh: %s", custom)
 	}
 }
 
@@ -421,6 +441,10 @@ func TestExportFormulas(t *testing.T) {
 	// Excel recalculate everything on open.
 	if wb := part(t, path, "xl/workbook.xml"); strings.Contains(wb, "fullCalcOnLoad") || !strings.Contains(wb, `<calcPr calcId="191029"`) {
 		t.Fatalf("calcPr: %s", wb)
+	}
+	// ... and asks the add-in, when it runs there, to refresh it.
+	if custom := part(t, path, "docProps/custom.xml"); !strings.Contains(custom, `name="`+xlsx.RefreshProperty+`"`) || !strings.Contains(custom, ">formulas<") {
+		t.Fatalf("docProps/custom.xml lacks the refresh property: %s", custom)
 	}
 	// excelize still reads it (a strict reader of the package).
 	f := open(t, path)

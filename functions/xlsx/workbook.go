@@ -85,6 +85,14 @@ func (p *plan) write(w io.Writer, progress func(done, total int)) (Summary, erro
 	}); err != nil {
 		return sum, err
 	}
+	// A formulas workbook tells the add-in to refresh it when it runs there
+	// (esRefreshOnOpen in functions/addin/functions.js): the file itself asks
+	// for no recalculation, so that it reads the same without the add-in.
+	if p.req.Formulas {
+		if err := f.SetCustomProps(excelize.CustomProperty{Name: RefreshProperty, Value: "formulas"}); err != nil {
+			return sum, err
+		}
+	}
 	// calcId is the calculation engine of current Excel (365, 2019 and later): a
 	// file saved by an older engine (excelize writes 122211) is recalculated in full
 	// on open, which without the add-in turns every ES.GET into #NAME?. So a
@@ -371,7 +379,7 @@ func (p *plan) writeInfo(f *excelize.File, dateStyle int, charts chartPlan) erro
 	}
 	mode := "values"
 	if p.req.Formulas {
-		mode = "formulas: the Data sheet holds one ES.Get formula and its last result, shown as saved without the EnergyScope add-in; with it, recalculate (Ctrl+Alt+F9) to refresh"
+		mode = "formulas: the Data sheet holds one ES.Get formula and its last result, shown as saved without the EnergyScope add-in; with it, the workbook refreshes when the add-in runs in it (or recalculate with Ctrl+Alt+F9)"
 	}
 	per, agg := "as stored", "-"
 	if p.opts.Per != 0 {

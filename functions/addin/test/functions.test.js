@@ -120,3 +120,64 @@ test("ES.LIVE streams updates over the websocket and unsubscribes on cancel", { 
   const bad = await esTest.live("LIVE", [[["NOPE"]]], 1);
   assert.deepStrictEqual(bad[0], E("#N/A", 'series "NOPE" not found'));
 });
+
+// Stand-ins for office.js's Office and Excel namespaces, enough for
+// esRefreshOnOpen: a workbook with or without the custom property es export
+// writes into a --formulas workbook.
+function fakeOffice(props) {
+  const calls = { calculate: [], startup: [] };
+  const Excel = {
+    CalculationType: { full: "Full", recalculate: "Recalculate" },
+    run(fn) {
+      const ctx = {
+        workbook: {
+          properties: {
+            custom: {
+              getItemOrNullObject(key) {
+                const item = { isNullObject: !(key in props), value: undefined, load() {} };
+                return item;
+              },
+            },
+          },
+          application: { calculate: (t) => calls.calculate.push(t) },
+        },
+        sync() {
+          return Promise.resolve();
+        },
+      };
+      // Values appear at sync, as in office.js.
+      const get = ctx.workbook.properties.custom.getItemOrNullObject;
+      ctx.workbook.properties.custom.getItemOrNullObject = (key) => {
+        const item = get(key);
+        item.load = () => {
+          item.value = props[key];
+        };
+        return item;
+      };
+      return Promise.resolve().then(() => fn(ctx));
+    },
+  };
+  const Office = {
+    StartupBehavior: { load: "Load", none: "None" },
+    addin: { setStartupBehavior: (b) => (calls.startup.push(b), Promise.resolve()) },
+  };
+  return { Office, Excel, calls };
+}
+
+test("a --formulas workbook is recalculated in full once the add-in runs in it, and loads the add-in on its next open", async () => {
+  const { Office, Excel, calls } = fakeOffice({ EnergyScopeRefresh: "formulas" });
+  assert.strictEqual(await fns.esRefreshOnOpen(Office, Excel), true);
+  assert.deepStrictEqual(calls.calculate, ["Full"]);
+  assert.deepStrictEqual(calls.startup, ["Load"]);
+});
+
+test("any other workbook is left alone", async () => {
+  const { Office, Excel, calls } = fakeOffice({});
+  assert.strictEqual(await fns.esRefreshOnOpen(Office, Excel), false);
+  assert.deepStrictEqual(calls.calculate, []);
+  assert.deepStrictEqual(calls.startup, []);
+});
+
+test("outside Excel (no Excel namespace) nothing happens", async () => {
+  assert.strictEqual(await fns.esRefreshOnOpen(undefined, undefined), false);
+});
