@@ -261,6 +261,17 @@ func TestArrowBad(t *testing.T) {
 			{"period", arrow.FixedWidthTypes.Date32, `[]`},
 			{"value", arrow.PrimitiveTypes.Float64, `[]`},
 		}, InputOptions{}, "no rows", ErrEmpty, -1},
+		{"NUL in id", []col{
+			{"series_id", arrow.BinaryTypes.String, `["a","b\u0000c"]`},
+			{"period", arrow.FixedWidthTypes.Date32, `[1,1]`},
+			{"value", arrow.PrimitiveTypes.Float64, `[1,2]`},
+		}, InputOptions{}, `row 2: bad series id: NUL byte at byte 1`, ErrBadID, 1},
+		{"duplicated value column", []col{
+			{"series_id", arrow.BinaryTypes.String, `["a"]`},
+			{"period", arrow.FixedWidthTypes.Date32, `[1]`},
+			{"value", arrow.PrimitiveTypes.Float64, `[1]`},
+			{"value", arrow.PrimitiveTypes.Float64, `[2]`},
+		}, InputOptions{}, `duplicate column: column "value" appears twice (columns 3 and 4)`, ErrDuplicateColumn, -1},
 		{"all null", base(col{"value", arrow.PrimitiveTypes.Float64, `[null,null,null,null]`}), InputOptions{}, "no rows", ErrEmpty, -1},
 	}
 	for _, tt := range tests {
