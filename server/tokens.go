@@ -134,33 +134,35 @@ func (t *Tokens) Add(name, scope string) (string, error) {
 	if name == "" {
 		return "", errors.New("a token needs a name")
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, tk := range t.list {
-		if tk.Name == name {
-			return "", fmt.Errorf("a token named %q exists; remove it first", name)
-		}
-	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
 	}
 	plain := "es_" + base64.RawURLEncoding.EncodeToString(raw)
 	sum := sha256.Sum256([]byte(plain))
-	t.list = append(t.list, Token{Name: name, SHA256: hex.EncodeToString(sum[:]), Scope: scope, Created: time.Now().UTC().Truncate(time.Second)})
-	return plain, t.saveLocked()
+	err := t.update(func(list []Token) ([]Token, error) {
+		for _, tk := range list {
+			if tk.Name == name {
+				return nil, fmt.Errorf("a token named %q exists; remove it first", name)
+			}
+		}
+		return append(list, Token{Name: name, SHA256: hex.EncodeToString(sum[:]), Scope: scope, Created: time.Now().UTC().Truncate(time.Second)}), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return plain, nil
 }
 
 // Remove deletes the named token.
 func (t *Tokens) Remove(name string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	i := slices.IndexFunc(t.list, func(tk Token) bool { return tk.Name == name })
-	if i < 0 {
-		return fmt.Errorf("no token named %q", name)
-	}
-	t.list = slices.Delete(t.list, i, i+1)
-	return t.saveLocked()
+	return t.update(func(list []Token) ([]Token, error) {
+		i := slices.IndexFunc(list, func(tk Token) bool { return tk.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("no token named %q", name)
+		}
+		return slices.Delete(list, i, i+1), nil
+	})
 }
 
 // List returns the tokens (hashes only).
@@ -194,18 +196,44 @@ func (t *Tokens) Check(plain, scope string) (string, bool) {
 	return name, ok
 }
 
-func (t *Tokens) saveLocked() error {
-	b, err := json.MarshalIndent(t.list, "", "  ")
+// update applies change to the tokens file as it is on disk now, under an
+// exclusive lock on PATH.lock held across the read, the change and the
+// write: two es token commands running at once (two processes) both see
+// their change kept, where a read-modify-write of the list each loaded
+// earlier would lose one. The lock file is left in place (removing it
+// would let a third process lock a new file while the second holds the
+// old one).
+func (t *Tokens) update(change func([]Token) ([]Token, error)) error {
+	if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(t.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
+	defer lf.Close() // closing releases the lock
+	if err := lockTokensFile(lf); err != nil {
+		return fmt.Errorf("lock tokens file: %w", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	list, _, err := readTokens(t.path)
+	if err != nil {
+		return err
+	}
+	list, err = change(list)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
 		return err
 	}
 	// By rename (fileutil), so a running server never reads half a file.
 	if err := fileutil.WriteFile(t.path, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
+	t.list = list
 	t.seen, _ = os.Stat(t.path)
 	return nil
 }
