@@ -703,3 +703,74 @@ func TestOpenFolder(t *testing.T) {
 		t.Fatalf("gone: %+v", r)
 	}
 }
+
+// TestSyncLagAfterRestart: the Sync and Status views' lag is the store's.
+// A restarted app whose store already holds every record the server has
+// gets a catch-up with nothing in it, so the sync engine never learns
+// the store's seq (it reports 0 until the next delta arrives) while the
+// welcome told it the server's head: its own lag is the head's seq, the
+// "lag of 5" the Sync view showed long after the store had caught up.
+func TestSyncLagAfterRestart(t *testing.T) {
+	srv, srvURL := companiontest.SampleServer(t)
+	home := t.TempDir()
+	a := openTestApp(t, home)
+	s := a.GetSettings()
+	s.Server = srvURL
+	if r := a.SaveSettings(s); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	stocks := func(a *testApp) (app.SyncDataset, bool) {
+		for _, d := range a.SyncProgress().Datasets {
+			if d.Name == "stocks" {
+				return d, true
+			}
+		}
+		return app.SyncDataset{}, false
+	}
+	waitFor := func(a *testApp, what string, ok func(app.SyncDataset) bool) app.SyncDataset {
+		t.Helper()
+		for {
+			if d, found := stocks(a); found && ok(d) {
+				return d
+			}
+			if time.Now().After(deadline) {
+				d, _ := stocks(a)
+				t.Fatalf("%s: not after 60 s: %+v", what, d)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor(a, "first sync", func(d app.SyncDataset) bool { return d.State == "live" && d.Local })
+	// Five updates, one delta each, so the server's head moves by five.
+	var head uint64
+	for i := range 5 {
+		when := time.Date(2010, time.Month(4+i), 1, 0, 0, 0, 0, time.UTC).Unix()
+		_, seq, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: when, Value: 90 + float64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		head = seq
+	}
+	if head < 5 {
+		t.Fatalf("server head %d after five ingests", head)
+	}
+	waitFor(a, "updates applied", func(d app.SyncDataset) bool { return d.Seq == head })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Close(ctx, a.App); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same folder again: its server comes with it; nothing new to fetch.
+	b := openTestApp(t, home)
+	d := waitFor(b, "live after restart", func(d app.SyncDataset) bool { return d.State == "live" && d.HeadSeq == head })
+	if d.Seq != head || d.Lag != 0 {
+		t.Fatalf("restarted on a current store: seq %d, server seq %d, lag %d (want seq %d, lag 0)", d.Seq, d.HeadSeq, d.Lag, head)
+	}
+	for _, ds := range b.Status().Datasets {
+		if ds.Name == "stocks" && (ds.Seq != head || ds.Lag != 0 || ds.HeadSeq != head) {
+			t.Fatalf("status after restart: %+v", ds)
+		}
+	}
+}
