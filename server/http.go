@@ -373,5 +373,73 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
+	if d := s.opts.Conn.FileChunkTimeout; d > 0 {
+		w = &progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d}
+	}
 	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// FileChunk is how much of a snapshot file download must be written
+// within ConnOptions.FileChunkTimeout.
+const FileChunk = 256 << 10
+
+// progressWriter gives each write of at most FileChunk bytes its own
+// write deadline, so the deadline advances with progress. ReadFrom keeps
+// net/http's sendfile path: it hands the connection an *io.LimitedReader
+// over the file itself (one level, which is what sendfile unwraps).
+type progressWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (p *progressWriter) deadline() {
+	p.rc.SetWriteDeadline(time.Now().Add(p.timeout))
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		c := min(len(b), FileChunk)
+		p.deadline()
+		m, err := p.ResponseWriter.Write(b[:c])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[c:]
+	}
+	return n, nil
+}
+
+func (p *progressWriter) ReadFrom(src io.Reader) (int64, error) {
+	rf, ok := p.ResponseWriter.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{p}, src)
+	}
+	r, left := src, int64(-1) // -1: to EOF
+	if lr, ok := src.(*io.LimitedReader); ok {
+		r, left = lr.R, lr.N
+		defer func() { lr.N = left }()
+	}
+	var total int64
+	for left != 0 {
+		c := int64(FileChunk)
+		if left > 0 {
+			c = min(c, left)
+		}
+		p.deadline()
+		n, err := rf.ReadFrom(&io.LimitedReader{R: r, N: c})
+		total += n
+		if left > 0 {
+			left -= n
+		}
+		if err != nil {
+			return total, err
+		}
+		if n < c {
+			return total, nil // EOF
+		}
+	}
+	return total, nil
 }

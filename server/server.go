@@ -82,6 +82,13 @@ type ConnOptions struct {
 	// second on average (32 KiB/s), else the request is cut with 408.
 	BodyGrace   time.Duration
 	MinBodyRate int64
+	// FileChunkTimeout bounds each FileChunk (256 KiB) of a snapshot file
+	// download (/v1/files): it must be written within this time (60 s),
+	// or the download is cut and its connection closed. The deadline
+	// moves with progress, so a download of any size at any rate above
+	// about FileChunk per FileChunkTimeout completes, while a reader that
+	// stops reading no longer holds a goroutine and a file open for ever.
+	FileChunkTimeout time.Duration
 	// MaxUnauthConns caps connections that have not yet passed auth
 	// (256): over the cap, the oldest such connection is closed. An
 	// authenticated connection never counts.
@@ -100,6 +107,7 @@ func (c ConnOptions) withDefaults() ConnOptions {
 	def(&c.IdleTimeout, 60*time.Second)
 	def(&c.WriteTimeout, 60*time.Second)
 	def(&c.BodyGrace, 30*time.Second)
+	def(&c.FileChunkTimeout, 60*time.Second)
 	if c.MinBodyRate == 0 {
 		c.MinBodyRate = 32 << 10
 	} else if c.MinBodyRate < 0 {

@@ -37,6 +37,7 @@ func runServe(e *env, args []string) error {
 	fs.DurationVar(&conn.WriteTimeout, "write-timeout", 60*time.Second, "time to write a response (not /v1/sync, /v1/files)")
 	fs.DurationVar(&conn.BodyGrace, "body-grace", 30*time.Second, "a request body may arrive at any rate this long, then at --min-body-rate")
 	fs.Int64Var(&conn.MinBodyRate, "min-body-rate", 32<<10, "bytes per second a request body must average after --body-grace")
+	fs.DurationVar(&conn.FileChunkTimeout, "file-chunk-timeout", 60*time.Second, "each 256 KiB of a snapshot file download (/v1/files) must be written within this time, else it is cut")
 	fs.IntVar(&conn.MaxUnauthConns, "max-unauth-conns", 256, "open connections without a passed token check; over it the oldest is closed")
 	if _, err := parse(fs, args); err != nil {
 		return err
