@@ -109,6 +109,7 @@ type App struct {
 	emitMu    sync.Mutex // guards lastSync
 	lastSync  time.Time  // when the last sync event was sent
 	watch     func()     // cancels the store watch; guarded by mu
+	facets    facetCache // per dataset snapshot, for Facets and Browse
 }
 
 // New loads the settings and starts the companion in the background
@@ -206,6 +207,9 @@ func (a *App) startLocked(s companion.Settings) {
 	a.comp, a.startErr = c, nil
 	c.OnSyncProgress(func(client.Progress) { a.emitSync() })
 	a.watch = c.Store().Watch(func(dataset string, ids []string) {
+		if len(ids) == 0 {
+			a.facets.drop(dataset) // a new snapshot
+		}
 		a.runtime().EventsEmit(EventStatus)
 		// The Explorer follows the series it shows: it redraws when one of
 		// them is named here (a snapshot swap names none: every series).
