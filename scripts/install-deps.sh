@@ -25,6 +25,9 @@ command -v xauth >/dev/null || need+=(xauth)
 # (functions/xlsx TestChartRender).
 command -v gs >/dev/null || need+=(ghostscript)
 command -v makensis >/dev/null || need+=(nsis)
+# PostgreSQL for the lake's catalog test (server/lake TestPostgresCatalog:
+# a throwaway cluster on loopback).
+[ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need[*]}; install them with apt-get (needs root)" >&2
