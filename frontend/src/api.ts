@@ -31,6 +31,11 @@ export interface Sync {
   lastSyncMs: number; subscribed: string[]; datasets: SyncDataset[]; error?: string;
 }
 export interface SearchHit { id: string; dataset: string; name: string; unit: string; frequency: string; source: string }
+export interface FacetValue { value: string; count: number }
+// Facets are the store's facet values with series counts (App.Facets).
+export interface Facets { series: number; datasets: FacetValue[]; sources: FacetValue[]; frequencies: FacetValue[]; units: FacetValue[]; error?: string }
+export interface BrowseRequest { dataset: string; source: string; frequency: string; unit: string }
+export interface BrowseResult { hits: SearchHit[]; total: number; more: boolean; error?: string }
 export interface SearchResult { query: string; hits: SearchHit[]; more: boolean; micros: number; error?: string }
 export interface Info {
   id: string; dataset: string; name: string; unit: string; source: string; frequency: string;
@@ -103,6 +108,8 @@ export const api = {
   resume: () => call<Sync>('Resume'),
   setDatasets: (names: string[]) => call<Sync>('SetDatasets', names),
   search: (q: string) => call<SearchResult>('Search', q),
+  facets: () => call<Facets>('Facets'),
+  browse: (req: BrowseRequest) => call<BrowseResult>('Browse', req),
   info: (id: string) => call<Info>('Info', id),
   series: (id: string, from: string, to: string, per: string, agg: string) => call<Series>('Series', id, from, to, per, agg),
   formula: (id: string, from: string, to: string, opts: GetOptions) => call<Formula>('Formula', id, from, to, opts),

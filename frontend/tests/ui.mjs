@@ -159,6 +159,39 @@ try {
   out.liveMs = Date.now() - liveStart;
   check('live update shown within 5 s', out.liveMs < 5000, out.liveMs);
 
+  // Facets browse the store: with the search box empty, a facet value
+  // lists its series (App.Browse, by id, with the count); the options are
+  // the store's values with their series counts; two facets narrow.
+  const hitIds = () => page.$$eval('.hit', (hs) => hs.map((x) => `${x.dataset.dataset}:${x.dataset.id}`).join(','));
+  await page.fill('#search', '');
+  await page.waitForFunction(() => document.querySelectorAll('.hit').length === 0);
+  await page.waitForFunction(() => [...document.querySelectorAll('#facet-unit option')].some((o) => o.value === 'USD' && o.textContent.includes('(5)')));
+  const unitOpts = await page.$$eval('#facet-unit option', (o) => o.map((x) => x.textContent));
+  check('unit facet: store values with counts', unitOpts.join('|') === 'Unit: all|USD (5)|thousand MWh (3)', unitOpts);
+  await page.selectOption('#facet-unit', 'USD');
+  await page.waitForFunction(() => document.querySelectorAll('.hit').length === 5);
+  const usd = await hitIds();
+  check('browse by unit lists its series by id', usd === 'stocks:AAPL,stocks:AMZN,stocks:GOOG,stocks:IBM,stocks:MSFT', usd);
+  const usdInfo = await page.$eval('#result-info', (e) => e.textContent);
+  check('browse says how many match', usdInfo.startsWith('5 series'), usdInfo);
+  await page.selectOption('#facet-source', 'vega-datasets');
+  await page.waitForFunction(() => document.querySelector('#result-info')?.textContent.startsWith('5 series'));
+  check('unit and its source: the same five', (await hitIds()) === usd, await hitIds());
+  await page.selectOption('#facet-frequency', 'A');
+  await page.waitForFunction(() => document.querySelector('#result-info')?.textContent === 'No series match.');
+  check('USD and annual: none', (await hitIds()) === '', await hitIds());
+  await page.selectOption('#facet-unit', '');
+  await page.selectOption('#facet-source', '');
+  await page.waitForFunction(() => document.querySelectorAll('.hit').length === 3);
+  const annual = await hitIds();
+  check('annual alone: the three of iowa', annual.split(',').every((x) => x.startsWith('iowa:')), annual);
+  await page.selectOption('#facet-dataset', 'stocks');
+  await page.waitForFunction(() => document.querySelector('#result-info')?.textContent === 'No series match.');
+  await page.selectOption('#facet-frequency', '');
+  await page.waitForFunction(() => document.querySelectorAll('.hit').length === 5);
+  await page.selectOption('#facet-dataset', '');
+  await page.waitForFunction(() => document.querySelectorAll('.hit').length === 0);
+
   // Facets: a search across datasets narrows to one.
   await page.fill('#search', '');
   await page.locator('#search').pressSequentially('e', { delay: 20 });

@@ -1,4 +1,4 @@
-import { api, copyText, Info, on, Opened, SearchHit, SearchResult, SeriesChanged } from '../api';
+import { api, BrowseResult, copyText, Facets, FacetValue, Info, on, Opened, SearchHit, SearchResult, SeriesChanged } from '../api';
 import type { Shell, View } from '../main';
 import { reportReady } from '../main';
 import { Chart } from '../chart';
@@ -18,8 +18,10 @@ interface Shown {
   units: string[];
 }
 
-// Facet keys of a search hit, beside the search box.
-const FACETS: [keyof SearchHit, string][] = [['dataset', 'Dataset'], ['source', 'Source'], ['frequency', 'Frequency'], ['unit', 'Unit']];
+// Facet keys of a search hit, beside the search box, and where the
+// store's values of each are in Facets.
+type FacetKey = 'dataset' | 'source' | 'frequency' | 'unit';
+const FACETS: [FacetKey, string, 'datasets' | 'sources' | 'frequencies' | 'units'][] = [['dataset', 'Dataset', 'datasets'], ['source', 'Source', 'sources'], ['frequency', 'Frequency', 'frequencies'], ['unit', 'Unit', 'units']];
 
 export class ExplorerView implements View {
   id = 'explorer';
@@ -29,7 +31,7 @@ export class ExplorerView implements View {
 
   private q = h('input', { id: 'search', type: 'search', placeholder: 'Search series by id or name…', autocomplete: 'off', spellcheck: 'false' }) as HTMLInputElement;
   private results = h('div', { id: 'results', class: 'results', role: 'listbox' });
-  private resultInfo = h('div', { class: 'small muted result-info' });
+  private resultInfo = h('div', { id: 'result-info', class: 'small muted result-info' });
   private head = h('div', { class: 'series-head' });
   private from = h('input', { id: 'from', placeholder: 'first', title: 'From: 2020, 2020-03, 2020-03-15, -1Y, …', size: 11 }) as HTMLInputElement;
   private to = h('input', { id: 'to', placeholder: 'last', title: 'To (inclusive): 2024, 2024-06, today, …', size: 11 }) as HTMLInputElement;
@@ -41,7 +43,11 @@ export class ExplorerView implements View {
   private msg = h('div');
   private compareBox = h('div', { id: 'compare', class: 'chips compare' });
   private facets = h('div', { id: 'facets', class: 'facets' });
-  private facetSel: Partial<Record<keyof SearchHit, string>> = {};
+  private facetSel: Partial<Record<FacetKey, string>> = {};
+  // The store's facet values (App.Facets): fetched once the Explorer has
+  // been on screen a moment, never for the first view.
+  private storeFacets?: Facets;
+  private facetsAsked = false;
   private hits: SearchHit[] = [];
   private chart = new Chart(this.chartBox);
   private current?: Info;
@@ -80,7 +86,9 @@ export class ExplorerView implements View {
     // Follow live values: a delta that touches a series on the chart
     // redraws it (debounced: a burst of deltas is one redraw).
     const follow = debounce(() => void this.load(), 100);
+    const refacet = debounce(() => void this.loadFacets(), 1000);
     on<SeriesChanged>('series:changed', (c) => {
+      if (this.storeFacets && (!c.ids || c.ids.length === 0)) refacet();
       const shown = [this.current, ...this.compared].filter(Boolean) as Info[];
       if (shown.some((i) => i.dataset === c.dataset && (!c.ids || c.ids.length === 0 || c.ids.includes(i.id)))) follow();
     });
@@ -120,6 +128,19 @@ export class ExplorerView implements View {
 
   show(): void {
     setTimeout(() => this.q.focus(), 0);
+    if (!this.facetsAsked) {
+      this.facetsAsked = true;
+      setTimeout(() => void this.loadFacets(), 400);
+    }
+  }
+
+  // loadFacets fetches the store's facet values (computed once per
+  // snapshot on the Go side) and offers them beside the search box.
+  private async loadFacets(): Promise<void> {
+    const f = await api.facets();
+    if (f.error) return;
+    this.storeFacets = f;
+    this.renderFacets();
   }
 
   hide(): void {}
@@ -130,6 +151,10 @@ export class ExplorerView implements View {
   }
 
   async search(q: string): Promise<void> {
+    if (!q.trim()) {
+      await this.browse();
+      return;
+    }
     const my = ++this.seq;
     const r: SearchResult = await api.search(q);
     if (my !== this.seq) return;
@@ -139,16 +164,41 @@ export class ExplorerView implements View {
       this.results.append(errorBox(r.error)!);
       return;
     }
-    if (!q.trim()) {
-      this.hits = [];
-      clear(this.facets);
-      return;
-    }
     this.hits = r.hits;
     this.renderFacets();
     const hits = r.hits.filter((hit) => FACETS.every(([k]) => !this.facetSel[k] || hit[k] === this.facetSel[k]));
     this.resultInfo.append(r.hits.length === 0 ? 'No series match.' :
       `${hits.length === r.hits.length ? '' : `${hits.length} of `}${r.hits.length}${r.more ? '+' : ''} series · ${(r.micros / 1000).toFixed(1)} ms`);
+    this.renderHits(hits);
+  }
+
+  // browse lists the series that have the chosen facet values, without a
+  // query (App.Browse: the first 200 by id and how many match).
+  private async browse(): Promise<void> {
+    const my = ++this.seq;
+    this.hits = [];
+    const sel = this.facetSel;
+    if (!FACETS.some(([k]) => sel[k])) {
+      clear(this.results);
+      clear(this.resultInfo);
+      this.renderFacets();
+      return;
+    }
+    const r: BrowseResult = await api.browse({ dataset: sel.dataset ?? '', source: sel.source ?? '', frequency: sel.frequency ?? '', unit: sel.unit ?? '' });
+    if (my !== this.seq) return;
+    clear(this.results);
+    clear(this.resultInfo);
+    this.renderFacets();
+    if (r.error) {
+      this.results.append(errorBox(r.error)!);
+      return;
+    }
+    this.resultInfo.append(r.total === 0 ? 'No series match.' :
+      `${num(r.total)} series${r.more ? ` · the first ${num(r.hits.length)} by id` : ''}`);
+    this.renderHits(r.hits);
+  }
+
+  private renderHits(hits: SearchHit[]): void {
     for (const hit of hits) {
       // A compare-picking click adds the series to the chart instead.
       const b = h('button', { class: 'hit', role: 'option', 'data-id': hit.id, 'data-dataset': hit.dataset,
@@ -162,15 +212,19 @@ export class ExplorerView implements View {
   }
 
   // renderFacets offers a select per facet (dataset, source, frequency,
-  // unit) over the hits: choosing one narrows the list.
+  // unit): the store's values with their series counts once they are
+  // known, else the values among the hits. With a query, choosing one
+  // narrows the hits; without, it browses the store.
   private renderFacets(): void {
     clear(this.facets);
-    for (const [k, label] of FACETS) {
-      const vals = [...new Set(this.hits.map((x) => String(x[k] ?? '')).filter(Boolean))].sort();
-      if (vals.length < 2 && !this.facetSel[k]) continue;
+    for (const [k, label, fk] of FACETS) {
+      const store: FacetValue[] | undefined = this.storeFacets?.[fk];
+      const vals: FacetValue[] = store ?? [...new Set(this.hits.map((x) => String(x[k] ?? '')).filter(Boolean))].sort().map((value) => ({ value, count: 0 }));
+      if (vals.length < 2 && !this.facetSel[k] && !(store && vals.length === 1)) continue;
+      const name = (v: string) => (k === 'frequency' ? freqNames[v] ?? v : v);
       const sel = h('select', { id: `facet-${k}`, 'aria-label': label },
         h('option', { value: '' }, `${label}: all`),
-        ...vals.map((v) => h('option', { value: v }, k === 'frequency' ? freqNames[v] ?? v : v))) as HTMLSelectElement;
+        ...vals.map((v) => h('option', { value: v.value }, v.count ? `${name(v.value)} (${num(v.count)})` : name(v.value)))) as HTMLSelectElement;
       sel.value = this.facetSel[k] ?? '';
       sel.addEventListener('change', () => {
         this.facetSel[k] = sel.value || undefined;
