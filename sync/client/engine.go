@@ -1,0 +1,210 @@
+package client
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/sync/protocol"
+)
+
+// Sink is where the engine writes. Implementations must be safe for use
+// from the engine's goroutine while others read.
+type Sink interface {
+	// State reports what the client holds of a dataset; ok is false when
+	// it holds nothing.
+	State(dataset string) (epoch uint64, snapshot string, seq uint64, ok bool)
+	// Apply makes records durable and visible (all at once).
+	Apply(dataset string, recs []protocol.Record) error
+	// CompactThrough folds pending records up to seq into a new snapshot,
+	// installs it and returns its manifest.
+	CompactThrough(dataset string, seq uint64) (*format.Manifest, error)
+	// StagingDir is where a download of a snapshot is assembled.
+	StagingDir(dataset, snapshotID string) string
+	// Install verifies and swaps in a downloaded snapshot directory.
+	Install(dataset, dir string) error
+	// Truncate durably drops the records above seq through (the server
+	// lost them) and returns how many it dropped; nothing above it is a
+	// no-op. It fails, changing nothing, when through is below what the
+	// local snapshot covers.
+	Truncate(dataset string, through uint64) (int, error)
+	// Pending returns the snapshot in service, the seq it covers through
+	// and the records applied on top of it, in seq order, all of one
+	// state: the client's history chain (protocol.Chain) is computed
+	// over them.
+	Pending(dataset string) (snapshot string, covers uint64, recs []protocol.Record, err error)
+	// Damaged returns non-nil when the sink holds the dataset but it is
+	// damaged (its files failed a check or a read): the engine then
+	// downloads the server's snapshot again and Installs it over it.
+	Damaged(dataset string) error
+}
+
+// Options for New.
+type Options struct {
+	// Server is the server's base URL (http://host:port or https://...).
+	Server string
+	Token  string
+	// Datasets to subscribe; empty means every dataset the server has.
+	Datasets []string
+	// Name identifies this client in the server's logs.
+	Name   string
+	Logger *slog.Logger
+	// BandwidthLimit caps snapshot downloads in bytes per second (0 = no
+	// limit).
+	BandwidthLimit int64
+	// MinBackoff and MaxBackoff bound the reconnect delay (full jitter).
+	// Defaults 250 ms and 60 s.
+	MinBackoff, MaxBackoff time.Duration
+	// StallTimeout: a snapshot download that receives none of the bytes
+	// it asked for in this long (a lost or damaged frame) is resumed on a
+	// new connection. Default 60 s, and at least three 1 MiB frames' time
+	// at BandwidthLimit.
+	StallTimeout time.Duration
+	// WelcomeTimeout: a connection on which the server's welcome has not
+	// arrived in this long (a hello damaged in transit leaves both sides
+	// waiting) is dropped and made again. Default 15 s.
+	WelcomeTimeout time.Duration
+	// TLSInsecure is never set by the product; tests use plain http.
+	Dialer *websocket.Dialer
+}
+
+// Engine is the sync engine.
+type Engine struct {
+	opts Options
+	sink Sink
+	log  *slog.Logger
+
+	mu       sync.Mutex // guards prog, listeners, conn, stats
+	prog     Progress
+	dsProg   map[string]*DatasetProgress
+	listen   []func(Progress)
+	conn     *websocket.Conn
+	attempts int
+
+	paused   atomic.Bool
+	resumeCh chan struct{}
+
+	// acct accounts snapshot downloads across the sessions of this
+	// process, by snapshot id; only the session goroutine touches it.
+	acct map[string]*dlAcct
+	// failing holds the datasets whose last local apply failed, across
+	// sessions; only the session goroutine touches it.
+	failing map[string]*ApplyError
+
+	// Counters (tests, metrics).
+	Stats struct {
+		ChunksRefetched     atomic.Int64 // chunks whose hash did not match
+		BytesDownloaded     atomic.Int64
+		LocalRebases        atomic.Int64 // snapshots matched by local compaction
+		DownloadRebases     atomic.Int64
+		DeltasApplied       atomic.Int64
+		ResumedBytesSkipped atomic.Int64 // bytes kept from .partial files at resume
+		Sessions            atomic.Int64 // connections made (a reconnect is one more)
+		ApplyFailures       atomic.Int64 // local applies that failed (each retried later)
+		ChecksumErrors      atomic.Int64 // frames refused for a bad or missing checksum (each ends its connection)
+		Heals               atomic.Int64 // damaged local datasets downloaded again
+		Diverged            atomic.Int64 // resets for records that differ from the server's (protocol.ResetDiverged)
+	}
+}
+
+// New returns an engine; Run starts it.
+func New(sink Sink, o Options) *Engine {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 250 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 60 * time.Second
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 60 * time.Second
+	}
+	if o.WelcomeTimeout <= 0 {
+		o.WelcomeTimeout = 15 * time.Second
+	}
+	if o.BandwidthLimit > 0 {
+		o.StallTimeout = max(o.StallTimeout, time.Duration(3*float64(protocol.MaxChunk)/float64(o.BandwidthLimit)*float64(time.Second)))
+	}
+	if o.Name == "" {
+		o.Name, _ = os.Hostname()
+	}
+	if o.Dialer == nil {
+		o.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, WriteBufferSize: 4096}
+	}
+	e := &Engine{opts: o, sink: sink, log: o.Logger, dsProg: map[string]*DatasetProgress{}, resumeCh: make(chan struct{}, 1), acct: map[string]*dlAcct{}, failing: map[string]*ApplyError{}}
+	e.prog.Server = o.Server
+	return e
+}
+
+// Pause disconnects and stays offline until Resume; local data keeps
+// serving.
+func (e *Engine) Pause() {
+	e.paused.Store(true)
+	e.mu.Lock()
+	if e.conn != nil {
+		e.conn.Close()
+	}
+	e.mu.Unlock()
+	e.update(func(*Progress, func(string) *DatasetProgress) {})
+}
+
+// Resume reconnects after Pause.
+func (e *Engine) Resume() {
+	e.paused.Store(false)
+	select {
+	case e.resumeCh <- struct{}{}:
+	default:
+	}
+	e.update(func(*Progress, func(string) *DatasetProgress) {})
+}
+
+// Run connects and keeps the datasets in sync until ctx ends, reconnecting
+// with full-jitter exponential backoff. It returns ctx's error.
+func (e *Engine) Run(ctx context.Context) error {
+	for {
+		if e.paused.Load() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-e.resumeCh:
+				continue
+			}
+		}
+		live, err := e.session(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e.update(func(p *Progress, ds func(string) *DatasetProgress) {
+			p.Online = false
+			if err != nil {
+				p.LastError, p.Err = err.Error(), err
+			}
+			for _, d := range e.dsProg {
+				d.State = "offline"
+			}
+		})
+		if live {
+			e.attempts = 0
+		}
+		if e.paused.Load() {
+			continue
+		}
+		delay := e.backoff()
+		e.log.Info("sync offline; reconnecting", "in", delay.Round(time.Millisecond), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		case <-e.resumeCh:
+		}
+	}
+}

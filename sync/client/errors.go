@@ -1,0 +1,29 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrProtocolVersion: the server does not speak a protocol version this
+// client speaks (a version 1 server, say); the error names both.
+var ErrProtocolVersion = errors.New("no common protocol version with the server")
+
+// ApplyError is a dataset whose records could not be made durable
+// locally (a full or read-only disk, a failed fsync). It is not a
+// connection failure: the session stays up and the other datasets stay
+// live, while this one retries by itself, with exponential backoff and
+// jitter, by subscribing again from what it holds.
+type ApplyError struct {
+	Dataset  string
+	Attempts int       // consecutive failures
+	RetryAt  time.Time // when the engine subscribes the dataset again
+	Err      error     // the sink's error
+}
+
+func (e *ApplyError) Error() string {
+	return fmt.Sprintf("apply %s (attempt %d, retry at %s): %v", e.Dataset, e.Attempts, e.RetryAt.Format(time.RFC3339), e.Err)
+}
+
+func (e *ApplyError) Unwrap() error { return e.Err }
