@@ -56,6 +56,10 @@ func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
 		d.wmu.Unlock()
 		return 0, nil
 	}
+	if err := s.walReadyLocked(d, rs); err != nil {
+		d.wmu.Unlock()
+		return 0, fmt.Errorf("dataset %s: %w", dataset, err)
+	}
 	if err := d.wal.Append(fresh); err != nil {
 		d.wmu.Unlock()
 		return 0, fmt.Errorf("dataset %s: %w", dataset, err)
@@ -81,6 +85,50 @@ func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// walReadyLocked recovers d's write-ahead log if an append failed and
+// left it refusing appends (a full disk whose cut-back failed, a failed
+// fsync, an unwritable segment): it reopens the log from disk
+// (delta.WAL.Reopen) so that the write in hand, and every later one,
+// succeeds as soon as the disk takes writes again, without a restart.
+// The failed batch was never acknowledged and is not in the log; a
+// companion's sync client fetches it again.
+//
+// Every record acknowledged over rs's snapshot must be found on disk, and
+// nothing above the last one: otherwise the disk lost what it had
+// acknowledged, and the dataset is damaged (a companion re-downloads it)
+// rather than served with a log that disagrees with its reads. d.wmu is
+// held.
+func (s *Store) walReadyLocked(d *Dataset, rs *readState) error {
+	if !d.wal.Failed() {
+		return nil
+	}
+	covers := rs.snap.Manifest.CoversThroughSeq
+	got, err := d.wal.Reopen(covers, s.opts.Logger)
+	if err != nil {
+		if errors.As(err, new(*delta.CorruptionError)) {
+			return s.markDamaged(d, err)
+		}
+		return err
+	}
+	last := rs.delta.LastSeq()
+	on := make(map[uint64]bool, len(got))
+	for _, r := range got {
+		if r.Seq > last {
+			return s.markDamaged(d, &delta.CorruptionError{Segment: filepath.Join(d.dir, WALDir), Offset: -1,
+				Err: fmt.Errorf("reopened after a failed write, the log holds seq %d above the last acknowledged %d", r.Seq, last)})
+		}
+		on[r.Seq] = true
+	}
+	for _, r := range rs.delta.Records(covers) {
+		if !on[r.Seq] {
+			return s.markDamaged(d, &delta.CorruptionError{Segment: filepath.Join(d.dir, WALDir), Offset: -1,
+				Err: fmt.Errorf("reopened after a failed write, the log lacks acknowledged seq %d", r.Seq)})
+		}
+	}
+	s.opts.Logger.Info("write-ahead log reopened after a failed write", "dataset", d.name, "records", len(got), "last_seq", last)
+	return nil
 }
 
 // LastSeq returns the highest seq applied to a dataset.
@@ -160,7 +208,10 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 	}
 	// Records from here on go to a new segment, so the old ones can be
 	// deleted whole once the new snapshot is in place.
-	err = d.wal.Rotate(last + 1) // records in (upTo, last] stay in the older segment
+	err = s.walReadyLocked(d, rs)
+	if err == nil {
+		err = d.wal.Rotate(last + 1) // records in (upTo, last] stay in the older segment
+	}
 	d.wmu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: rotate write-ahead log: %w", dataset, err)
@@ -258,6 +309,10 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 	}
 	dl := delta.New(snap, lastSeq)
 	dl.Apply(recs)
+	if err := s.walReadyLocked(d, cur); err != nil {
+		snap.Close()
+		return fmt.Errorf("write-ahead log: %w", err)
+	}
 	if err := d.wal.Rotate(max(lastSeq, cur.delta.LastSeq()) + 1); err != nil {
 		snap.Close()
 		return fmt.Errorf("rotate write-ahead log: %w", err)

@@ -59,6 +59,10 @@ func (s *Store) Truncate(dataset string, through uint64) (int, error) {
 	recs := rs.delta.Records(covers)
 	n := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > through })
 	keep := recs[:n]
+	if err := s.walReadyLocked(d, rs); err != nil {
+		d.wmu.Unlock()
+		return 0, fmt.Errorf("truncate %s through seq %d: %w", dataset, through, err)
+	}
 	if err := d.wal.Replace(keep, through+1); err != nil {
 		d.wmu.Unlock()
 		return 0, fmt.Errorf("truncate %s through seq %d: %w", dataset, through, err)

@@ -207,7 +207,15 @@ type WAL struct {
 	size     int64 // bytes in all segments
 	active   int64 // bytes in the active segment (end of its last complete frame)
 	torn     TornTail
+	// failed: an append failed and the end of the active segment is
+	// unknown (or a replacement could not reopen it); Reopen recovers.
+	failed bool
 }
+
+// ErrFailed is wrapped by the errors of a WAL whose append failed and
+// left the end of its segment unknown: it takes no append until Reopen
+// (the store reopens it at its next write).
+var ErrFailed = errors.New("write-ahead log failed")
 
 // OpenWAL opens (creating if needed) the log in dir and returns the
 // records of every frame in order. Records at or below skipThrough are
@@ -503,17 +511,22 @@ func (w *WAL) newSegment(first uint64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write([]byte(walMagic)); err != nil {
+	// A segment that could not be started must not stay behind: as the
+	// last segment it would claim that records from first on follow it,
+	// while appends go on into the active one.
+	abandon := func(err error) error {
 		f.Close()
+		os.Remove(path)
 		return err
+	}
+	if _, err := f.Write([]byte(walMagic)); err != nil {
+		return abandon(err)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+		return abandon(err)
 	}
 	if err := fileutil.SyncDir(w.dir); err != nil {
-		f.Close()
-		return err
+		return abandon(err)
 	}
 	if w.f != nil {
 		w.f.Close()
@@ -527,13 +540,16 @@ func (w *WAL) newSegment(first uint64) error {
 	return nil
 }
 
-// Append writes batch as one frame and fsyncs. On error the frame may be
-// partly written; the caller must not acknowledge the batch, and the next
-// open cuts the torn frame off. After an error the WAL refuses further
-// appends until reopened (the position of the file is unknown).
+// Append writes batch as one frame and fsyncs. On error the batch is not
+// acknowledged (the caller must not acknowledge it). A failed write is cut
+// back at once when that works (a full disk); otherwise, and after any
+// failed fsync, the WAL is Failed: it refuses appends until Reopen.
 func (w *WAL) Append(batch []Record) error {
 	if w.f == nil {
-		return errors.New("write-ahead log is read-only or failed")
+		if w.failed {
+			return fmt.Errorf("%w; reopen it", ErrFailed)
+		}
+		return errors.New("write-ahead log is read-only or closed")
 	}
 	var err error
 	if w.buf, err = appendFrame(w.buf[:0], batch); err != nil {
@@ -582,6 +598,67 @@ func (w *WAL) truncateActive() error {
 func (w *WAL) fail() {
 	w.f.Close()
 	w.f = nil
+	w.failed = true
+}
+
+// Failed reports whether an append (or a replacement) failed and left
+// the WAL refusing appends until Reopen.
+func (w *WAL) Failed() bool { return w.failed }
+
+// Reopen recovers a Failed WAL without a restart, and returns the
+// records above skipThrough as OpenWAL does. It cuts the active segment
+// back to the end of its last acknowledged frame: whatever the failed
+// append left after it was never acknowledged, and after a failed fsync
+// the page cache may hold bytes the disk does not (fsyncgate), so they
+// are not trusted even when their checksum is right. The cut is fsynced;
+// then the log is opened again as at startup: every segment is read and
+// checked, a torn tail is cut, damage elsewhere is a *CorruptionError.
+// On error (the disk still refuses) the WAL stays Failed; call it again
+// later. Acknowledged records are never cut: they end at or before the
+// cut, and the caller checks that they are all there.
+func (w *WAL) Reopen(skipThrough uint64, log *slog.Logger) ([]Record, error) {
+	if w.readOnly {
+		return nil, errors.New("write-ahead log is read-only")
+	}
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
+	w.failed = true
+	if n := len(w.segs); n > 0 {
+		if err := cutSegment(w.segPath(w.segs[n-1]), w.active); err != nil {
+			return nil, fmt.Errorf("reopen write-ahead log: cut the failed append: %w", err)
+		}
+	}
+	nw, recs, err := OpenWAL(w.dir, false, skipThrough, log)
+	if err != nil {
+		return nil, fmt.Errorf("reopen write-ahead log: %w", err)
+	}
+	nw.buf = w.buf
+	*w = *nw
+	return recs, nil
+}
+
+// cutSegment truncates the segment at path to size if it is longer, and
+// fsyncs it. A missing segment is left to OpenWAL.
+func cutSegment(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() > size {
+		err = f.Truncate(size)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Rotate starts a new segment whose records will all have seq >= next.
@@ -594,7 +671,7 @@ func (w *WAL) Rotate(next uint64) error {
 	if w.f == nil {
 		// Failed (or closed): the active segment may end in a torn frame,
 		// and the next open cuts off every segment after one.
-		return errors.New("write-ahead log failed; reopen the store")
+		return fmt.Errorf("%w; reopen it", ErrFailed)
 	}
 	if n := len(w.segs); n > 0 && w.segs[n-1] >= next {
 		return nil // the active segment already starts there
@@ -719,7 +796,7 @@ func (w *WAL) Replace(keep []Record, next uint64) error {
 		return errors.New("write-ahead log is read-only")
 	}
 	if w.f == nil {
-		return errors.New("write-ahead log failed; reopen the store")
+		return fmt.Errorf("%w; reopen it", ErrFailed)
 	}
 	first := next
 	if len(keep) > 0 {
@@ -754,6 +831,7 @@ func (w *WAL) Replace(keep []Record, next uint64) error {
 	// Windows cannot rename a directory while a file in it is open.
 	w.f.Close()
 	w.f = nil
+	w.failed = true // until reopenActive succeeds
 	if err := os.Rename(w.dir, old); err != nil {
 		os.RemoveAll(tmp)
 		w.reopenActive()
@@ -792,7 +870,7 @@ func (w *WAL) reopenActive() {
 	}
 	f, err := os.OpenFile(w.segPath(w.segs[len(w.segs)-1]), os.O_WRONLY|os.O_APPEND, 0o644)
 	if err == nil {
-		w.f = f
+		w.f, w.failed = f, false
 	}
 }
 
