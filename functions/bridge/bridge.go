@@ -175,6 +175,7 @@ type Server struct {
 
 	peersChecked atomic.Int64
 	peersRefused atomic.Int64
+	refusals     refusalLog
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -211,14 +212,15 @@ func Start(src functions.Source, o Options) (*Server, error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	s := &Server{
-		opts:   o,
-		eng:    &functions.Engine{Src: src, Now: o.Now, MaxCells: min(functions.DefaultMaxCells, o.MaxBatchCells)},
-		token:  token,
-		peers:  peers,
-		ln:     ln,
-		origin: "https://127.0.0.1:" + strconv.Itoa(port),
-		stop:   make(chan struct{}),
-		served: make(chan error, 1),
+		opts:     o,
+		eng:      &functions.Engine{Src: src, Now: o.Now, MaxCells: min(functions.DefaultMaxCells, o.MaxBatchCells)},
+		token:    token,
+		peers:    peers,
+		ln:       ln,
+		refusals: refusalLog{every: refusalSummaryEvery},
+		origin:   "https://127.0.0.1:" + strconv.Itoa(port),
+		stop:     make(chan struct{}),
+		served:   make(chan error, 1),
 	}
 	s.certs.Store(certs)
 	p := strconv.Itoa(port)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // The same-user check. Loopback is shared by every account of a computer:
@@ -38,6 +39,17 @@ var (
 	ErrPeerUnknown = errors.New("bridge: cannot tell which OS user owns the connecting process")
 )
 
+// PeerError is a refusal of the same-user check whose client's OS user
+// is known: Owner names it ("uid 1001" on Linux, a SID on Windows). Err
+// wraps ErrForeignUser.
+type PeerError struct {
+	Owner string
+	Err   error
+}
+
+func (e *PeerError) Error() string { return e.Err.Error() }
+func (e *PeerError) Unwrap() error { return e.Err }
+
 // PeerCheck reports whether this build checks the OS user of each
 // connection (Linux and Windows); elsewhere only the token guards the API.
 const PeerCheck = peerCheckSupported
@@ -51,11 +63,68 @@ type Metrics struct {
 	// PeersRefused counts connections refused by the same-user check
 	// (ErrForeignUser or ErrPeerUnknown).
 	PeersRefused int64
+	// RefusalLogs counts the log records written about refused
+	// connections: one for the first refusal of each client OS user (up to
+	// maxRefusalOwners users; the rest as "unknown"), then at most one
+	// summary per refusalSummaryEvery for all the refusals not logged
+	// since. A local user looping connections cannot fill the log.
+	RefusalLogs int64
 }
 
 // Metrics returns the bridge's counters.
 func (s *Server) Metrics() Metrics {
-	return Metrics{PeersChecked: s.peersChecked.Load(), PeersRefused: s.peersRefused.Load()}
+	s.refusals.mu.Lock()
+	defer s.refusals.mu.Unlock()
+	return Metrics{PeersChecked: s.peersChecked.Load(), PeersRefused: s.peersRefused.Load(), RefusalLogs: s.refusals.logs}
+}
+
+// Limits of the refusal log (refusalLog).
+const (
+	refusalSummaryEvery = time.Minute
+	maxRefusalOwners    = 64
+)
+
+// refusalLog rate-limits the warnings about refused connections.
+type refusalLog struct {
+	mu      sync.Mutex      // guards the fields below
+	every   time.Duration   // at most one summary per every
+	owners  map[string]bool // client users whose first refusal was logged
+	pending int64           // refusals not logged since the last summary
+	last    time.Time       // of the last summary (or the start)
+	logs    int64           // records written (Metrics.RefusalLogs)
+}
+
+// logRefusal logs a refused connection: the first of each client user at
+// once, later ones summed up at most once per l.every (when a refusal
+// comes after that time; Metrics.PeersRefused counts them all).
+func (s *Server) logRefusal(remote string, err error) {
+	owner := "unknown"
+	if pe, ok := errors.AsType[*PeerError](err); ok && pe.Owner != "" {
+		owner = pe.Owner
+	}
+	l := &s.refusals
+	now := time.Now()
+	l.mu.Lock()
+	if l.owners == nil {
+		l.owners, l.last = map[string]bool{}, now
+	}
+	if !l.owners[owner] && (len(l.owners) < maxRefusalOwners || owner == "unknown") {
+		l.owners[owner] = true
+		l.logs++
+		l.mu.Unlock()
+		s.opts.Logger.Warn("bridge refused a connection of another user (later refusals are summed up)", "remote", remote, "user", owner, "err", err)
+		return
+	}
+	l.pending++
+	if now.Sub(l.last) < l.every {
+		l.mu.Unlock()
+		return
+	}
+	n, since := l.pending, l.last
+	l.pending, l.last = 0, now
+	l.logs++
+	l.mu.Unlock()
+	s.opts.Logger.Warn("bridge refused more connections", "refused", n, "since", since, "users", len(l.owners), "last_remote", remote, "last_err", err)
 }
 
 // peerKey is the context key of a connection's *peerState.
@@ -94,7 +163,7 @@ func (s *Server) peerErr(r *http.Request) error {
 		}
 		if p.err != nil {
 			s.peersRefused.Add(1)
-			s.opts.Logger.Warn("bridge refused a connection", "remote", p.conn.RemoteAddr().String(), "err", p.err)
+			s.logRefusal(p.conn.RemoteAddr().String(), p.err)
 		}
 	})
 	return p.err

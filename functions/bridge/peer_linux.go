@@ -41,7 +41,7 @@ func (c *peerChecker) check(local, remote *net.TCPAddr) error {
 		return fmt.Errorf("%w: %v", ErrPeerUnknown, err)
 	}
 	if uid != c.uid {
-		return fmt.Errorf("%w: client %v runs as uid %d, the bridge as uid %d", ErrForeignUser, remote, uid, c.uid)
+		return &PeerError{Owner: "uid " + strconv.Itoa(uid), Err: fmt.Errorf("%w: client %v runs as uid %d, the bridge as uid %d", ErrForeignUser, remote, uid, c.uid)}
 	}
 	return nil
 }

@@ -68,7 +68,7 @@ func (c *peerChecker) check(local, remote *net.TCPAddr) error {
 		return fmt.Errorf("%w: user of process %d: %v", ErrPeerUnknown, pid, err)
 	}
 	if !windows.EqualSid(u.User.Sid, c.sid) {
-		return fmt.Errorf("%w: client %v is process %d of %s, the bridge runs as %s", ErrForeignUser, remote, pid, u.User.Sid, c.sid)
+		return &PeerError{Owner: u.User.Sid.String(), Err: fmt.Errorf("%w: client %v is process %d of %s, the bridge runs as %s", ErrForeignUser, remote, pid, u.User.Sid, c.sid)}
 	}
 	return nil
 }
