@@ -66,3 +66,53 @@ func BenchmarkSearch(b *testing.B) {
 	b.ReportMetric(float64(worst.Microseconds())/1000, "ms/worst-keystroke")
 	_ = app.SearchLimit
 }
+
+// BenchmarkBrowse is the Explorer's facets over the same 175K series:
+// the first App.Facets (one pass over the index, once per snapshot), then
+// App.Browse per facet choice, with App.Search for one keystroke measured
+// in the same loop as the peer. The figures: ms/first-facets,
+// ms/browse and ms/search.
+//
+//	go test -run '^$' -bench BenchmarkBrowse -benchtime 50x ./app/
+func BenchmarkBrowse(b *testing.B) {
+	home := b.TempDir()
+	src := filepath.Join(b.TempDir(), "synth.csv")
+	if _, err := synth.WriteFile(src, synth.Options{Series: 175_000, Rows: 2_000_000, Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	companiontest.CookFile(b, home, "pet", src, cook.InputOptions{})
+	os.Remove(src)
+	ta := openTestApp(b, home)
+	ta.Search("p") // the search index, built once, out of the figures
+
+	t0 := time.Now()
+	f := ta.Facets()
+	first := time.Since(t0)
+	if f.Error != "" || f.Series != 175_000 || len(f.Units) == 0 || len(f.Frequencies) == 0 {
+		b.Fatalf("facets: %d series, %d units, %d frequencies (%s)", f.Series, len(f.Units), len(f.Frequencies), f.Error)
+	}
+	var reqs []app.BrowseRequest
+	for _, u := range f.Units[:min(3, len(f.Units))] {
+		reqs = append(reqs, app.BrowseRequest{Unit: u.Value})
+		for _, fr := range f.Frequencies[:min(2, len(f.Frequencies))] {
+			reqs = append(reqs, app.BrowseRequest{Unit: u.Value, Frequency: fr.Value})
+		}
+	}
+	var browse, search time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t := time.Now()
+		r := ta.Browse(reqs[i%len(reqs)])
+		browse += time.Since(t)
+		if r.Error != "" {
+			b.Fatal(r.Error)
+		}
+		t = time.Now()
+		ta.Search("crude o")
+		search += time.Since(t)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(first.Microseconds())/1000, "ms/first-facets")
+	b.ReportMetric(float64(browse.Microseconds())/1000/float64(b.N), "ms/browse")
+	b.ReportMetric(float64(search.Microseconds())/1000/float64(b.N), "ms/search")
+}

@@ -21,9 +21,9 @@ type FacetValue struct {
 // Facets are one dataset snapshot's distinct sources, frequencies and
 // units with their series counts, and per index row the code of each, so
 // that Browse scans small integer columns instead of the index. They are
-// computed once per snapshot (one pass over the index, a few hundred
-// milliseconds for millions of series) and immutable: the caller caches
-// them by SnapshotID. Series that only the delta holds are not counted.
+// computed once per snapshot (one pass over the index and a sort by id:
+// 47-90 ms for 175K series in app's BenchmarkBrowse) and immutable:
+// the caller caches them by SnapshotID. Series that only the delta holds are not counted.
 type Facets struct {
 	Dataset    string
 	SnapshotID string
