@@ -366,14 +366,14 @@ func (a *App) Status() Status {
 		dd := Dataset{
 			Name: d.Name, SnapshotID: d.Manifest.SnapshotID, Epoch: d.Manifest.Epoch, Seq: d.Seq,
 			Series: int64(d.Manifest.Series), Rows: d.Manifest.Rows, PendingRows: d.DeltaRows,
-			CreatedMS: d.Manifest.Created.UnixMilli(), State: "offline",
+			CreatedMS: d.Manifest.Created.UnixMilli(), State: client.StateOffline.String(),
 			DiskBytes: diskUse(c.Store().DatasetDir(d.Name)),
 		}
 		if d.LastSync > 0 {
 			dd.LastSyncMS = d.LastSync / 1e6
 		}
 		if p, ok := prog[d.Name]; ok {
-			dd.State, dd.HeadSeq, dd.Lag = p.State, p.HeadSeq, storeLag(p.HeadSeq, d.Seq, p.Lag)
+			dd.State, dd.HeadSeq, dd.Lag = p.State.String(), p.HeadSeq, storeLag(p.HeadSeq, d.Seq, p.Lag)
 			if !p.LastSync.IsZero() && p.LastSync.UnixMilli() > dd.LastSyncMS {
 				dd.LastSyncMS = p.LastSync.UnixMilli()
 			}
@@ -456,7 +456,7 @@ func (a *App) SyncProgress() Sync {
 				}
 			}
 			sd := SyncDataset{
-				Name: d.Dataset, State: d.State, Local: local[d.Dataset], Seq: seq, HeadSeq: d.HeadSeq, Lag: lag,
+				Name: d.Dataset, State: d.State.String(), Local: local[d.Dataset], Seq: seq, HeadSeq: d.HeadSeq, Lag: lag,
 				File: d.File, BytesDone: d.BytesDone, BytesTotal: d.BytesTotal, Rate: d.RateBytesPerS, ETASeconds: d.ETA.Seconds(),
 			}
 			if !d.LastSync.IsZero() {
@@ -470,7 +470,7 @@ func (a *App) SyncProgress() Sync {
 	for _, n := range c.Store().DatasetNames() {
 		if !seen[n] {
 			_, _, seq, _ := c.Store().State(n)
-			out.Datasets = append(out.Datasets, SyncDataset{Name: n, State: "offline", Local: true, Seq: seq})
+			out.Datasets = append(out.Datasets, SyncDataset{Name: n, State: client.StateOffline.String(), Local: true, Seq: seq})
 		}
 	}
 	slices.SortFunc(out.Datasets, func(x, y SyncDataset) int { return strings.Compare(x.Name, y.Name) })

@@ -61,7 +61,7 @@ type Dataset struct {
 	PendingRows int    `json:"pendingRows"`
 	CreatedMS   int64  `json:"createdMs"`  // when the snapshot was cooked
 	LastSyncMS  int64  `json:"lastSyncMs"` // last update received
-	State       string `json:"state"`      // "offline", "live", "downloading", ...
+	State       string `json:"state"`      // a client.State's word: "offline", "live", "downloading", ...
 	DiskBytes   int64  `json:"diskBytes"`
 }
 
@@ -88,7 +88,7 @@ type Sync struct {
 // SyncDataset is one dataset's sync progress.
 type SyncDataset struct {
 	Name       string  `json:"name"`
-	State      string  `json:"state"`
+	State      string  `json:"state"` // a client.State's word
 	Local      bool    `json:"local"` // the store holds it
 	Seq        uint64  `json:"seq"`
 	HeadSeq    uint64  `json:"headSeq"`

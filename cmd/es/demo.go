@@ -14,6 +14,7 @@ import (
 	"github.com/energyscope/energyscope/server/cook"
 	"github.com/energyscope/energyscope/server/cook/samples"
 	"github.com/energyscope/energyscope/server/cook/synth"
+	"github.com/energyscope/energyscope/sync/client"
 )
 
 func runDemo(e *env, args []string) error {
@@ -100,7 +101,7 @@ func runDemo(e *env, args []string) error {
 		p := eng.Progress()
 		live := 0
 		for _, d := range p.Datasets {
-			if d.State == "live" {
+			if d.State == client.StateLive {
 				live++
 			}
 		}

@@ -70,8 +70,8 @@ func progressDisplay(w io.Writer, eng *client.Engine) {
 		}
 		fmt.Fprintf(&b, "\033[K%s %s\n", p.Server, state)
 		for _, d := range p.Datasets {
-			fmt.Fprintf(&b, "\033[K  %-12s %-12s seq %d lag %d", d.Dataset, d.State, d.Seq, d.Lag)
-			if d.State == "downloading" && d.BytesTotal > 0 {
+			fmt.Fprintf(&b, "\033[K  %-12s %-12s seq %d lag %d", d.Dataset, d.State.String(), d.Seq, d.Lag)
+			if d.State == client.StateDownloading && d.BytesTotal > 0 {
 				fmt.Fprintf(&b, "  %s/%s %.1f MB/s eta %s", humanBytes(d.BytesDone), humanBytes(d.BytesTotal), d.RateBytesPerS/1e6, d.ETA.Round(time.Second))
 			}
 			b.WriteString("\n")

@@ -167,7 +167,7 @@ func TestSync(t *testing.T) {
 	})
 	waitFor(t, "progress live", func() bool {
 		p := c.Engine().Progress()
-		return p.Online && len(p.Datasets) == 2 && p.Datasets[1].State == "live" && p.Datasets[1].Lag == 0
+		return p.Online && len(p.Datasets) == 2 && p.Datasets[1].State == client.StateLive && p.Datasets[1].Lag == 0
 	})
 
 	// Offline again: the engine stops, the data stays.

@@ -119,7 +119,7 @@ func TestSyncInitialLiveCompactReplace(t *testing.T) {
 	eventually(t, "live after replacement", func() bool { v, ok := value(st, "AAPL", nov); return ok && v == 1 })
 	eventually(t, "progress live at seq 2", func() bool {
 		p := eng.Progress()
-		return p.Online && len(p.Datasets) == 1 && p.Datasets[0].State == "live" && p.Datasets[0].Seq == 2 && p.Datasets[0].Lag == 0
+		return p.Online && len(p.Datasets) == 1 && p.Datasets[0].State == client.StateLive && p.Datasets[0].Seq == 2 && p.Datasets[0].Lag == 0
 	})
 }
 

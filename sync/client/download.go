@@ -81,7 +81,7 @@ func (s *session) startDownload(man *format.Manifest) error {
 	s.e.log.Info("downloading snapshot", "dataset", ds, "snapshot", man.SnapshotID, "bytes", total)
 	s.e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {
 		p := dsf(ds)
-		p.State, p.BytesTotal, p.BytesDone, p.downloadStart = "downloading", total, 0, time.Now()
+		p.State, p.BytesTotal, p.BytesDone, p.downloadStart = StateDownloading, total, 0, time.Now()
 	})
 	return s.nextFile(d)
 }

@@ -189,7 +189,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				p.LastError, p.Err = err.Error(), err
 			}
 			for _, d := range e.dsProg {
-				d.State = "offline"
+				d.State = StateOffline
 			}
 		})
 		if live {

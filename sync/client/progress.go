@@ -22,13 +22,13 @@ type Progress struct {
 // DatasetProgress is one dataset's sync state.
 type DatasetProgress struct {
 	Dataset  string
-	State    string // "connecting", "downloading", "catching up", "live", "rebasing", "offline"
+	State    State
 	Epoch    uint64
 	Snapshot string
 	Seq      uint64
 	HeadSeq  uint64
 	Lag      uint64 // HeadSeq - Seq
-	// Download progress (State == "downloading").
+	// Download progress (State == StateDownloading).
 	File          string
 	FileDone      int64
 	FileTotal     int64

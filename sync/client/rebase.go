@@ -44,7 +44,7 @@ func (s *session) onReset(m *protocol.Message) error {
 	e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {
 		d := dsf(ds)
 		d.Epoch, d.Snapshot, d.Seq = ep, snap, now
-		d.State = "catching up"
+		d.State = StateCatchingUp
 		d.HeadSeq, d.Lag = m.Seq, m.Seq-now
 	})
 	return nil
@@ -67,7 +67,7 @@ func (s *session) onSnapshot(m *protocol.Message) error {
 		return s.resubscribe(ds)
 	}
 	if ok && ep == man.Epoch && seq >= man.CoversThroughSeq {
-		e.update(func(_ *Progress, dsf func(string) *DatasetProgress) { dsf(ds).State = "rebasing" })
+		e.update(func(_ *Progress, dsf func(string) *DatasetProgress) { dsf(ds).State = StateRebasing })
 		local, err := e.sink.CompactThrough(ds, man.CoversThroughSeq)
 		if err == nil && sameFiles(local, man) {
 			e.Stats.LocalRebases.Add(1)
@@ -111,8 +111,8 @@ func (s *session) markCurrent(ds string) {
 	s.e.update(func(p *Progress, dsf func(string) *DatasetProgress) {
 		d := dsf(ds)
 		d.Epoch, d.Snapshot, d.Seq = ep, snap, seq
-		if d.State != "catching up" {
-			d.State = "live"
+		if d.State != StateCatchingUp {
+			d.State = StateLive
 		}
 		p.LastSync, d.LastSync = time.Now(), time.Now()
 	})

@@ -88,7 +88,7 @@ func TestResetDropsRecordsTheServerLost(t *testing.T) {
 	})
 	waitFor(t, 20*time.Second, "companion live", func() bool {
 		p := c.eng.Progress()
-		return len(p.Datasets) == 1 && p.Datasets[0].State == "live"
+		return len(p.Datasets) == 1 && p.Datasets[0].State == client.StateLive
 	})
 	sameAsServer(t, r.srv, st, "T")
 	if _, err := st.Info("U"); err == nil {

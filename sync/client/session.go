@@ -304,7 +304,7 @@ func (s *session) run() (bool, error) {
 			}
 		case protocol.TCatchupBegin:
 			s.catchup[m.Dataset] = []protocol.Record{}
-			e.update(func(_ *Progress, ds func(string) *DatasetProgress) { ds(m.Dataset).State = "catching up" })
+			e.update(func(_ *Progress, ds func(string) *DatasetProgress) { ds(m.Dataset).State = StateCatchingUp })
 		case protocol.TCatchupEnd:
 			recs := s.catchup[m.Dataset]
 			delete(s.catchup, m.Dataset)
