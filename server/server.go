@@ -365,6 +365,17 @@ func (s *Server) Head(name string) (protocol.Head, *format.Manifest, bool) {
 	return protocol.Head{}, nil, false
 }
 
+// DamageOf implements hub.Source: whether name is one of the home's
+// damaged datasets (Damaged), and why.
+func (s *Server) DamageOf(name string) (string, bool) {
+	for _, d := range s.Damaged() {
+		if d.Name == name {
+			return d.Reason, true
+		}
+	}
+	return "", false
+}
+
 // Since implements hub.Source.
 func (s *Server) Since(name string, after uint64) ([]protocol.Record, bool) {
 	d, err := s.dataset(name)

@@ -47,6 +47,9 @@ type Source interface {
 	// Since returns the records with seq > after (up to the head), or
 	// false when the retained history does not reach back that far.
 	Since(dataset string, after uint64) ([]protocol.Record, bool)
+	// DamageOf reports why a dataset the server has, but does not serve
+	// (Head is false), is damaged; false if it is not (unknown).
+	DamageOf(dataset string) (reason string, damaged bool)
 	// OpenFile opens the file of a dataset's retained snapshots whose
 	// SHA-256 is sha256.
 	OpenFile(dataset, sha256 string) (*os.File, error)
@@ -402,6 +405,7 @@ const (
 	subRebase                     // told to rebase on a snapshot
 	subReset                      // told to drop records the server does not have, then rebase
 	subUnknown                    // no such dataset
+	subDamaged                    // the server's copy is damaged
 	subCut                        // the connection closed meanwhile
 	nSubOutcomes
 )
@@ -421,11 +425,11 @@ func (h *Hub) subscribeAll(c *conn, typ string, subs []protocol.Sub) {
 		}
 	}
 	lvl := slog.LevelDebug
-	if n[subRebase]+n[subReset]+n[subUnknown] > 0 {
+	if n[subRebase]+n[subReset]+n[subUnknown]+n[subDamaged] > 0 {
 		lvl = slog.LevelInfo
 	}
 	h.opts.Logger.Log(context.Background(), lvl, "subscribe", "client", c.client, "message", typ, "datasets", len(subs),
-		"caught_up", n[subCaughtUp], "rebase", n[subRebase], "reset", n[subReset], "unknown", n[subUnknown], "rebase_first", rebased)
+		"caught_up", n[subCaughtUp], "rebase", n[subRebase], "reset", n[subReset], "unknown", n[subUnknown], "damaged", n[subDamaged], "rebase_first", rebased)
 }
 
 // subscribe brings a client from its state to the head and registers it
@@ -436,7 +440,12 @@ func (h *Hub) subscribe(c *conn, s protocol.Sub) subOutcome {
 	defer l.Unlock()
 	head, m, ok := h.src.Head(s.Dataset)
 	if !ok {
-		c.sendMsg(&protocol.Message{Type: protocol.TError, Dataset: s.Dataset, Reason: "unknown dataset " + s.Dataset})
+		if why, damaged := h.src.DamageOf(s.Dataset); damaged {
+			c.sendMsg(&protocol.Message{Type: protocol.TError, Code: protocol.ErrorDamaged, Dataset: s.Dataset,
+				Reason: "dataset " + s.Dataset + " is damaged on the server (" + why + "); keep serving your copy until it is replaced"})
+			return subDamaged
+		}
+		c.sendMsg(&protocol.Message{Type: protocol.TError, Code: protocol.ErrorUnknownDataset, Dataset: s.Dataset, Reason: "unknown dataset " + s.Dataset})
 		return subUnknown
 	}
 	c.mu.Lock()

@@ -120,8 +120,8 @@ type Message struct {
 	SHA256   string `json:"sha256,omitempty"`
 	Offset   int64  `json:"offset,omitempty"`
 
-	// reset: why, as a ResetCode
-	Code ResetCode `json:"code,omitempty"`
+	// reset: why, a ResetCode; error: what, an error Code (absent: other)
+	Code Code `json:"code,omitempty"`
 	// reset, error
 	Reason       string `json:"reason,omitempty"`
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
@@ -144,8 +144,23 @@ var ErrChecksum = errors.New("frame checksum mismatch")
 // version 1 hello or report a version 1 server's refusal.
 var ErrNoChecksum = fmt.Errorf("%w: no checksum (protocol version 1?)", ErrChecksum)
 
+// Code is the typed reason of a reset (a ResetCode) or an error.
+type Code string
+
 // ResetCode says why a server sent reset.
-type ResetCode string
+type ResetCode = Code
+
+// Codes of an error about one dataset (error.dataset). A client keeps
+// serving what it holds of that dataset in either case.
+const (
+	// ErrorUnknownDataset: the server has no such dataset.
+	ErrorUnknownDataset Code = "unknown_dataset"
+	// ErrorDamaged: the server has the dataset but cannot serve it (its
+	// snapshot is damaged or its CURRENT lost; error.reason says which)
+	// until it is replaced there. The client subscribes again later (at
+	// its next connection) and follows the replacement.
+	ErrorDamaged Code = "damaged"
+)
 
 const (
 	// ResetAhead: the client's seq is above the server's head (the server
