@@ -28,7 +28,7 @@ const stocksQuery = "?series_col=symbol&period_col=date&value_col=price&frequenc
 // liveServer is a Server behind its own HTTPServer and LimitListener on
 // 127.0.0.1 (the connection limits apply, unlike httptest.NewServer).
 type liveServer struct {
-	t           *testing.T
+	t           testing.TB
 	home        string
 	srv         *Server
 	hs          *http.Server
@@ -37,7 +37,7 @@ type liveServer struct {
 	done        chan struct{}
 }
 
-func startLive(t *testing.T, home string, o Options) *liveServer {
+func startLive(t testing.TB, home string, o Options) *liveServer {
 	t.Helper()
 	tokens, err := LoadTokens(filepath.Join(home, TokensFile))
 	if err != nil {
@@ -114,7 +114,7 @@ func (ls *liveServer) health() Health {
 	return h
 }
 
-func stocksBody(t *testing.T) []byte {
+func stocksBody(t testing.TB) []byte {
 	b, err := os.ReadFile(stocksCSV)
 	if err != nil {
 		t.Fatal(err)
