@@ -39,11 +39,13 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, localcache.ErrDamaged):
+		// Until a PUT installs a good snapshot over it. Before not found:
+		// a plain id found in no healthy dataset while one is damaged may
+		// be in the damaged one (the error wraps both).
+		return http.StatusServiceUnavailable
 	case errors.Is(err, localcache.ErrNoDataset), errors.Is(err, localcache.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, localcache.ErrDamaged):
-		// Until a PUT installs a good snapshot over it.
-		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
@@ -302,15 +304,30 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "to: "+err.Error())
 		return
 	}
-	res, err := s.store.Get(id, from, to)
+	// The points are read from the store's mappings: encode them under
+	// its fault guard (View), so that a data file truncated underneath
+	// fails this lookup (and marks the dataset damaged) instead of killing
+	// the server; the response is written once nothing mapped is read.
+	var body bytes.Buffer
+	var ctype string
+	accept := r.Header.Get("Accept")
+	err = s.store.View(id, from, to, func(res localcache.Result) error {
+		ctype = encodeSeries(&body, id, res, accept)
+		return nil
+	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	defer res.Release()
 	s.m.lookups.Inc()
+	w.Header().Set("Content-Type", ctype)
+	w.Write(body.Bytes())
+}
+
+// encodeSeries writes the points of res into buf in the format accept
+// asks for (Arrow stream, JSON, else CSV) and returns its content type.
+func encodeSeries(buf *bytes.Buffer, id string, res localcache.Result, accept string) string {
 	pts := res.Points
-	accept := r.Header.Get("Accept")
 	intraday := res.Frequency.Intraday()
 	fmtPeriod := func(i int) string {
 		t := time.Unix(pts.Unix(i), 0).UTC()
@@ -321,7 +338,6 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case strings.Contains(accept, "application/vnd.apache.arrow.stream"):
-		w.Header().Set("Content-Type", "application/vnd.apache.arrow.stream")
 		schema := arrow.NewSchema([]arrow.Field{{Name: "period", Type: &arrow.TimestampType{Unit: arrow.Second, TimeZone: "UTC"}}, {Name: "value", Type: arrow.PrimitiveTypes.Float64}}, nil)
 		mem := memory.NewGoAllocator()
 		b := array.NewRecordBuilder(mem, schema)
@@ -332,9 +348,10 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		b.Field(1).(*array.Float64Builder).AppendValues(pts.Values, nil)
 		rec := b.NewRecordBatch()
 		defer rec.Release()
-		iw := ipc.NewWriter(w, ipc.WithSchema(schema), ipc.WithAllocator(mem))
+		iw := ipc.NewWriter(buf, ipc.WithSchema(schema), ipc.WithAllocator(mem))
 		iw.Write(rec)
 		iw.Close()
+		return "application/vnd.apache.arrow.stream"
 	case strings.Contains(accept, "application/json"):
 		type point struct {
 			Period string  `json:"period"`
@@ -344,17 +361,20 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		for i := range ps {
 			ps[i] = point{fmtPeriod(i), pts.Values[i]}
 		}
-		writeJSON(w, map[string]any{"series": id, "dataset": res.Dataset, "frequency": res.Frequency, "points": ps})
+		json.NewEncoder(buf).Encode(map[string]any{"series": id, "dataset": res.Dataset, "frequency": res.Frequency, "points": ps})
+		return "application/json"
 	default:
-		w.Header().Set("Content-Type", "text/csv")
-		buf := []byte("period,value\n")
+		buf.Grow(16 + 32*pts.Len()) // one allocation: a line is at most ~32 bytes
+		buf.WriteString("period,value\n")
+		b := make([]byte, 0, 64)
 		for i := 0; i < pts.Len(); i++ {
-			buf = append(buf, fmtPeriod(i)...)
-			buf = append(buf, ',')
-			buf = strconv.AppendFloat(buf, pts.Values[i], 'g', -1, 64)
-			buf = append(buf, '\n')
+			b = append(b[:0], fmtPeriod(i)...)
+			b = append(b, ',')
+			b = strconv.AppendFloat(b, pts.Values[i], 'g', -1, 64)
+			b = append(b, '\n')
+			buf.Write(b)
 		}
-		w.Write(buf)
+		return "text/csv"
 	}
 }
 

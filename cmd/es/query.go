@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,20 +56,22 @@ func parseRange(e *env, fromArg, toArg, fromName, toName string) (from, to int64
 // errReversed is a range whose start is after its end.
 var errReversed = errors.New("reversed range")
 
-// getResolved is st.Get, retrying an unknown id as the one id that differs
-// only by case; otherwise the error names the nearest ids.
-func getResolved(st *localcache.Store, ref string, from, to int64) (localcache.Result, error) {
-	res, err := st.Get(ref, from, to)
+// viewResolved is st.View, retrying an unknown id as the one id that
+// differs only by case; otherwise the error names the nearest ids. fn
+// reads the points under the store's fault guard (a data file truncated
+// underneath fails the call instead of killing the process).
+func viewResolved(st *localcache.Store, ref string, from, to int64, fn func(localcache.Result) error) error {
+	err := st.View(ref, from, to, fn)
 	if !errors.Is(err, localcache.ErrNotFound) {
-		return res, err
+		return err
 	}
 	r, near := functions.Resolve(wiring.Source{Store: st}, ref)
 	if r != "" {
-		if res2, err2 := st.Get(r, from, to); err2 == nil {
-			return res2, nil
+		if err2 := st.View(r, from, to, fn); !errors.Is(err2, localcache.ErrNotFound) {
+			return err2
 		}
 	}
-	return res, fmt.Errorf("%w%s", err, functions.DidYouMean(near))
+	return fmt.Errorf("%w%s", err, functions.DidYouMean(near))
 }
 
 func formatPeriod(unix int64, intraday bool) string {
@@ -109,23 +111,27 @@ func runGet(e *env, args []string) error {
 	if len(optArgs) > 0 || strings.Contains(pos[0], ",") {
 		return getFrame(e, st, pos[0], dataset, from, to, optArgs)
 	}
-	res, err := getResolved(st, ref, from, to)
+	// The CSV is made under the guard, then written: a fault cannot stop
+	// it half way.
+	var out bytes.Buffer
+	err = viewResolved(st, ref, from, to, func(res localcache.Result) error {
+		out.WriteString("period,value\n")
+		intraday := res.Frequency.Intraday()
+		buf := make([]byte, 0, 64)
+		for i := 0; i < res.Points.Len(); i++ {
+			buf = append(buf[:0], formatPeriod(res.Points.Unix(i), intraday)...)
+			buf = append(buf, ',')
+			buf = strconv.AppendFloat(buf, res.Points.Values[i], 'g', -1, 64)
+			buf = append(buf, '\n')
+			out.Write(buf)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	defer res.Release()
-	w := bufio.NewWriterSize(e.stdout, 64<<10)
-	w.WriteString("period,value\n")
-	intraday := res.Frequency.Intraday()
-	buf := make([]byte, 0, 64)
-	for i := 0; i < res.Points.Len(); i++ {
-		buf = append(buf[:0], formatPeriod(res.Points.Unix(i), intraday)...)
-		buf = append(buf, ',')
-		buf = strconv.AppendFloat(buf, res.Points.Values[i], 'g', -1, 64)
-		buf = append(buf, '\n')
-		w.Write(buf)
-	}
-	return w.Flush()
+	_, err = e.stdout.Write(out.Bytes())
+	return err
 }
 
 // infoJSON is the JSON shape of es info.
