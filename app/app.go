@@ -356,7 +356,7 @@ func (a *App) Status() Status {
 		p := eng.Progress()
 		st.Online, st.Paused = p.Online, p.Paused
 		if p.LastError != "" && !p.Online {
-			st.LastError = syncWords(p.LastError)
+			st.LastError = syncWords(p.Err)
 		}
 		for _, d := range p.Datasets {
 			prog[d.Dataset] = d
@@ -443,7 +443,7 @@ func (a *App) SyncProgress() Sync {
 			out.LastSyncMS = p.LastSync.UnixMilli()
 		}
 		if p.LastError != "" && !p.Online {
-			out.LastError = syncWords(p.LastError)
+			out.LastError = syncWords(p.Err)
 		}
 		for _, d := range p.Datasets {
 			seq, lag := d.Seq, d.Lag

@@ -1,10 +1,12 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"unicode"
@@ -13,6 +15,7 @@ import (
 	"github.com/energyscope/energyscope/functions"
 	"github.com/energyscope/energyscope/functions/xlsx"
 	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/sync/client"
 )
 
 var (
@@ -31,7 +34,7 @@ func words(err error) string {
 	switch {
 	case errors.Is(err, localcache.ErrClosed):
 		return "The data store was closed (the settings changed or the app is stopping); try again."
-	case strings.Contains(err.Error(), "in use by another EnergyScope process"):
+	case errors.Is(err, localcache.ErrHomeLocked):
 		return "Another EnergyScope program (an `es companion`, or a second window) is using the data folder. Close it, or choose another data folder in Settings."
 	case errors.Is(err, xlsx.ErrRequest):
 		return sentence(err.Error())
@@ -53,21 +56,26 @@ func seriesWords(id string, err error) string {
 	return words(err)
 }
 
-// syncWords rewrites the sync engine's last error.
-func syncWords(msg string) string {
+// syncWords rewrites the sync engine's last error (Progress.Err).
+func syncWords(err error) string {
+	if err == nil {
+		return ""
+	}
+	var dnsErr *net.DNSError
+	var netErr net.Error
 	switch {
-	case strings.Contains(msg, "connection refused"):
+	case errors.Is(err, syscall.ECONNREFUSED):
 		return "Cannot reach the server (connection refused); working offline with the local data."
-	case strings.Contains(msg, "no such host"):
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		return "Cannot find the server (unknown host name); check the server URL in Settings."
-	case strings.Contains(msg, "401") || strings.Contains(msg, "token"):
+	case errors.Is(err, client.ErrUnauthorized):
 		return "The server refused the token; check it in Settings."
-	case strings.Contains(msg, "timeout") || strings.Contains(msg, "deadline"):
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
 		return "The server does not answer (time-out); working offline with the local data."
-	case strings.Contains(msg, "bad handshake"):
+	case errors.Is(err, client.ErrNotSyncServer):
 		return "The server at that URL does not speak EnergyScope sync; check the server URL in Settings."
 	}
-	return sentence("sync: " + msg)
+	return sentence("sync: " + err.Error())
 }
 
 // sentence capitalizes s and ends it with a period.

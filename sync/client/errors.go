@@ -4,6 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Errors a caller (a UI) tells apart with errors.Is; Progress.Err holds
+// the engine's last one. Their messages are what Progress.LastError and
+// the companion's status show.
+var (
+	// ErrUnauthorized: the server refused the token (HTTP 401 at the
+	// websocket upgrade). The engine keeps retrying: the token may be
+	// added on the server meanwhile.
+	ErrUnauthorized = errors.New("server refused the token (401)")
+	// ErrNotSyncServer: the URL answered HTTP but refused the websocket
+	// upgrade to the sync protocol (a web page, a proxy, a 403 for a
+	// token without the sync scope). It is websocket.ErrBadHandshake.
+	ErrNotSyncServer = websocket.ErrBadHandshake
 )
 
 // ErrProtocolVersion: the server does not speak a protocol version this

@@ -2,10 +2,10 @@ package client_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,7 +58,7 @@ func TestWrongTokenKeepsServing(t *testing.T) {
 			return c.log.count("sync offline", "server refused the token (401)") >= 2
 		})
 		p := c.eng.Progress()
-		if p.Online || !strings.Contains(p.LastError, "401") {
+		if p.Online || !errors.Is(p.Err, client.ErrUnauthorized) || p.LastError != client.ErrUnauthorized.Error() {
 			t.Fatalf("token %q: progress %+v", tok, p)
 		}
 		stillServing(t, st)

@@ -39,7 +39,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	ws, resp, err := e.opts.Dialer.DialContext(ctx, u.String(), h)
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
-			return false, fmt.Errorf("server refused the token (401)")
+			return false, ErrUnauthorized
 		}
 		return false, err
 	}
