@@ -22,7 +22,7 @@ import (
 // written within FileChunkTimeout: the download is cut, while one read at
 // full speed still gets the whole file.
 func TestFileDownloadStalledReaderIsCut(t *testing.T) {
-	ls := startLive(t, t.TempDir(), Options{Conn: ConnOptions{FileChunkTimeout: 300 * time.Millisecond}})
+	ls := startLive(t, t.TempDir(), Options{Conn: ConnOptions{FileChunkTimeout: time.Second}})
 	if code, body := ls.do("PUT", "/v1/datasets/stocks"+stocksQuery, ls.write, "text/csv", bytes.NewReader(stocksBody(t))); code != 200 {
 		t.Fatalf("upload: %d %s", code, body)
 	}
@@ -91,14 +91,14 @@ func TestFileDownloadStalledReaderIsCut(t *testing.T) {
 	if _, err := io.ReadFull(br, make([]byte, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(4 * time.Second)
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	got, err := io.Copy(io.Discard, br)
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatalf("download neither cut nor finished after 20 s (%d bytes more)", got)
 	}
 	if got+1000 >= int64(len(big)) {
-		t.Fatalf("a reader that stopped for 3 s (chunk timeout 300ms) still got the whole file (%d bytes): the download was not cut", got+1000)
+		t.Fatalf("a reader that stopped for 4 s (chunk timeout 1 s) still got the whole file (%d bytes): the download was not cut", got+1000)
 	}
 	t.Logf("stalled reader got %d of %d bytes before the cut (%v)", got+1000, len(big), err)
 }
