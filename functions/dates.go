@@ -101,7 +101,7 @@ func spanEnd(start int64, p datePrec) int64 {
 	case precQuarter:
 		n = 3
 	}
-	ny, nm, _ := addMonths(y, m, 1, n)
+	ny, nm, _ := calendar.AddMonths(y, m, 1, n)
 	return calendar.DaysFromCivil(ny, nm, 1)*secondsPerDay - 1
 }
 
@@ -235,11 +235,11 @@ func parseRelative(s string, ty, tm, td int64, isEnd bool) (int64, error) {
 	case 'w':
 		day += 7 * n
 	case 'm':
-		day = calendar.DaysFromCivil(addMonths(y, m, d, n))
+		day = calendar.DaysFromCivil(calendar.AddMonths(y, m, d, n))
 	case 'q':
-		day = calendar.DaysFromCivil(addMonths(y, m, d, 3*n))
+		day = calendar.DaysFromCivil(calendar.AddMonths(y, m, d, 3*n))
 	case 'y':
-		day = calendar.DaysFromCivil(addMonths(y, m, d, 12*n))
+		day = calendar.DaysFromCivil(calendar.AddMonths(y, m, d, 12*n))
 	default:
 		return 0, errUnreadable(s)
 	}

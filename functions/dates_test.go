@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/energyscope/energyscope/internal/calendar"
 )
 
 func unix(y int, m time.Month, d, hh, mm, ss int) int64 {
@@ -84,9 +86,9 @@ func TestCalendar(t *testing.T) {
 		{unix(2024, 5, 31, 5, 0, 0), 'Q', unix(2024, 4, 1, 0, 0, 0), unix(2024, 7, 1, 0, 0, 0)},
 		{unix(2024, 5, 31, 5, 0, 0), 'A', unix(2024, 1, 1, 0, 0, 0), unix(2025, 1, 1, 0, 0, 0)},
 	} {
-		s, n := bucketStart(c.t, c.per)
+		s, n := calendar.Frequency(c.per).Bucket(c.t)
 		if s != c.start || n != c.nx {
-			t.Errorf("bucketStart(%s, %c) = %s, %s", time.Unix(c.t, 0).UTC(), c.per, time.Unix(s, 0).UTC(), time.Unix(n, 0).UTC())
+			t.Errorf("Bucket(%s, %c) = %s, %s", time.Unix(c.t, 0).UTC(), c.per, time.Unix(s, 0).UTC(), time.Unix(n, 0).UTC())
 		}
 	}
 }

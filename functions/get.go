@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/energyscope/energyscope/internal/calendar"
 )
 
 // column is one series of an ES.Get while it is being assembled.
@@ -175,9 +177,9 @@ func (e *Engine) headerRows(g *Grid, cols []column, hr HeaderRows, d, rs, cs int
 
 // lastBucketBefore is the start of the last bucket that starts at or before t.
 func lastBucketBefore(t int64, per byte) int64 {
-	s, _ := bucketStart(t, per)
+	s, _ := calendar.Frequency(per).Bucket(t)
 	if s > t {
-		s = prevBucket(s, per)
+		s = calendar.Frequency(per).Prev(s)
 	}
 	return s
 }
@@ -198,7 +200,7 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 	}
 	cut := from
 	if per != 0 && from > MinTime {
-		cut, _ = bucketStart(from, per)
+		cut, _ = calendar.Frequency(per).Bucket(from)
 	}
 	lb := needs(opts)
 	budget := SuggestPerCall
@@ -268,11 +270,11 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 			return table{cols: cols}, noData(strings.Join(ids, ","), from, to)
 		}
 		// Checked before the calendar is built: rows x (columns + dates) within limit.
-		n, perRow := countBuckets(start, end, per), int64(len(cols)+1)
+		n, perRow := calendar.Frequency(per).Count(start, end), int64(len(cols)+1)
 		if n*perRow > int64(limit) && opts.Last > 0 && int64(opts.Last)*perRow <= int64(limit) {
 			start, n = end, 1 // only the last ones are shown
 			for ; n < int64(opts.Last); n++ {
-				start = prevBucket(start, per)
+				start = calendar.Frequency(per).Prev(start)
 			}
 		}
 		if n*perRow > int64(limit) {
@@ -281,14 +283,14 @@ func (e *Engine) assemble(ids []string, from, to int64, opts *Options, limit int
 		first := start
 		if aligned { // rows before the range for the transforms to look back over
 			if lb.year {
-				first, _ = bucketStart(yearBefore(start)-week, per)
+				first, _ = calendar.Frequency(per).Bucket(yearBefore(start) - week)
 			}
 			for i := 0; i <= lb.points; i++ {
-				first = prevBucket(first, per)
+				first = calendar.Frequency(per).Prev(first)
 			}
 			first = max(first, earliest)
 		}
-		all, _ = calendarDates(first, end, per, int(countBuckets(first, end, per)))
+		all, _ = calendarDates(first, end, per, int(calendar.Frequency(per).Count(first, end)))
 		cut = max(cut, start)
 	} else {
 		all = unionDates(cols)
@@ -497,7 +499,7 @@ func dedupe(p []int64) []int64 {
 func resample(p []int64, v []float64, per byte, agg Agg) ([]int64, []float64) {
 	w := 0
 	for i := 0; i < len(p); {
-		start, next := bucketStart(p[i], per)
+		start, next := calendar.Frequency(per).Bucket(p[i])
 		var acc float64
 		n := 0
 		// The first point always belongs to its bucket: progress even if next overflowed.

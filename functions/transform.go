@@ -3,6 +3,8 @@ package functions
 import (
 	"math"
 	"slices"
+
+	"github.com/energyscope/energyscope/internal/calendar"
 )
 
 // The steps of ES.Get after the fetch, for the options that need more than the plain
@@ -58,7 +60,7 @@ func (e *Engine) history(c *column, from, cut int64, per byte, agg Agg, lb lookb
 		spacing = max((c.periods[n-1]-c.periods[0])/int64(n-1), 1)
 	}
 	if per != 0 {
-		_, next := bucketStart(cut, per)
+		_, next := calendar.Frequency(per).Bucket(cut)
 		spacing = max(spacing, next-cut)
 	}
 	span := max(from-lim, 0) + int64(need+2)*spacing*2
@@ -256,12 +258,12 @@ func scale(v []float64, f float64) {
 // calendarDates returns every bucket from the one starting at a to the one starting at
 // b, or nil and the count if there would be more than limit.
 func calendarDates(a, b int64, per byte, limit int) ([]int64, int64) {
-	n := countBuckets(a, b, per)
+	n := calendar.Frequency(per).Count(a, b)
 	if n > int64(limit) {
 		return nil, n
 	}
 	out := make([]int64, 0, n)
-	for t := a; t <= b && int64(len(out)) < n; t = nextBucket(t, per) {
+	for t := a; t <= b && int64(len(out)) < n; t = calendar.Frequency(per).Next(t) {
 		out = append(out, t)
 	}
 	return out, n

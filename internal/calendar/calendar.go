@@ -30,23 +30,28 @@ func DaysFromCivil(y, m, d int64) int64 {
 	return era*146097 + doe - 719468
 }
 
-// CivilFromDays is the inverse of DaysFromCivil.
+// CivilFromDays is the inverse of DaysFromCivil. Cassio Neri and Lorenz
+// Schneider's algorithm (Euclidean affine functions and their application to
+// calendar algorithms, 2022), as package time uses it: one division by a
+// constant per step, on unsigned integers shifted by 2^30 eras of 400 years,
+// so that it is exact for every day of a unix time in seconds (|z| < 1.1e14).
 func CivilFromDays(z int64) (y, m, d int64) {
-	z += 719468
-	era := FloorDiv(z, 146097)
-	doe := z - era*146097                                  // [0, 146096]
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // [0, 399]
-	y = yoe + era*400
-	doy := doe - (365*yoe + yoe/4 - yoe/100)
-	mp := (5*doy + 2) / 153
-	d = doy - (153*mp+2)/5 + 1
-	if mp < 10 {
-		m = mp + 3
-	} else {
-		m = mp - 9
-	}
-	if m <= 2 {
+	const (
+		eras = 1 << 30
+		k    = 719468 + 146097*eras // 0000-03-01 moved eras*400 years earlier
+	)
+	n1 := 4*uint64(z+k) + 3
+	c := n1 / 146097            // centuries since the shifted 0000-03-01
+	n2 := n1%146097 | 3         // 4 * day of the century + 3
+	p2 := 2939745 * n2          // (year of the century, day of the year) in fixed point
+	ny := uint32(p2) / 11758980 // day of the year from March 1st: low bits / (2939745*4)
+	n3 := 2141*ny + 197913
+	y = int64(100*c+p2>>32) - 400*eras
+	m = int64(n3 >> 16)
+	d = int64(n3&0xffff)/2141 + 1
+	if ny >= 306 { // January or February: the next civil year
 		y++
+		m -= 12
 	}
 	return y, m, d
 }

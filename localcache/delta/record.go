@@ -112,13 +112,10 @@ const (
 	maxMetaLen = 4096
 )
 
-// The periods a snapshot can hold (format.Write refuses others: the day
-// number must fit date32's int32). A record outside them would be logged
-// and acknowledged and then make every compaction of the dataset fail.
-// Compaction hands Write normalized periods, which can be up to a year
-// below the raw one, hence a year more margin at the low end than Write
-// has. Keep in step with the limits of format.Write.
+// The periods a record may carry: format's limits for a live record (a
+// record outside them would be logged and acknowledged and then make every
+// compaction of the dataset fail).
 const (
-	minPeriod = (math.MinInt32 + 2*366) * 86400
-	maxPeriod = math.MaxInt32 * 86400
+	minPeriod = format.MinRecordPeriod
+	maxPeriod = format.MaxPeriod
 )

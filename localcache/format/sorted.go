@@ -113,7 +113,7 @@ func (s *SortedTable) Append(period int64, value float64) {
 			s.err = fmt.Errorf("period %d is not a day start in a date32 table", period)
 			return
 		}
-		if period < minPeriod || period > maxPeriod {
+		if period < MinPeriod || period > MaxPeriod {
 			s.err = fmt.Errorf("period %d is outside the supported range", period)
 			return
 		}
@@ -187,7 +187,7 @@ func (s *SortedTable) check() error {
 		if c.secs != nil {
 			for i := lo; i < hi; i++ {
 				p := c.secs[i]
-				if (i > lo && p <= c.secs[i-1]) || p < minPeriod || p > maxPeriod || f.Normalize(p) != p {
+				if (i > lo && p <= c.secs[i-1]) || p < MinPeriod || p > MaxPeriod || f.Normalize(p) != p {
 					return fmt.Errorf("series %q: period %d out of order, out of range or not normalized", s.series[r].ID, p)
 				}
 			}
@@ -198,7 +198,7 @@ func (s *SortedTable) check() error {
 			if i > lo && d <= c.days[i-1] {
 				return fmt.Errorf("series %q: day %d out of order", s.series[r].ID, d)
 			}
-			if p := int64(d) * 86400; p < minPeriod || (f != Daily && f.Normalize(p) != p) {
+			if p := int64(d) * 86400; p < MinPeriod || (f != Daily && f.Normalize(p) != p) {
 				return fmt.Errorf("series %q: day %d out of range or not normalized", s.series[r].ID, d)
 			}
 		}

@@ -2,7 +2,8 @@ package format
 
 import (
 	"fmt"
-	"time"
+
+	"github.com/energyscope/energyscope/internal/calendar"
 )
 
 // Frequency is the sampling frequency of a series. Periods are normalized to
@@ -44,36 +45,30 @@ func (f Frequency) Intraday() bool { return f == Hourly }
 
 // Normalize maps a unix time (seconds, UTC) to the start of its bucket.
 // Normalize is monotone: a <= b implies Normalize(a) <= Normalize(b), which
-// the writer relies on to dedupe in a single sort.
+// the writer relies on to dedupe in a single sort. The arithmetic is
+// internal/calendar's Frequency.Bucket, the one owner of where a period starts.
 func (f Frequency) Normalize(unix int64) int64 {
-	switch f {
-	case Hourly:
-		return floorDiv(unix, 3600) * 3600
-	case Daily, "":
-		return floorDiv(unix, 86400) * 86400
-	case Weekly:
-		days := floorDiv(unix, 86400)
-		// 1970-01-01 was a Thursday; Monday-based weeks start 3 days earlier.
-		return (floorDiv(days+3, 7)*7 - 3) * 86400
-	}
-	t := time.Unix(unix, 0).UTC()
-	y, m := t.Year(), t.Month()
-	switch f {
-	case Monthly:
-	case Quarterly:
-		m = ((m-1)/3)*3 + 1
-	case Annual:
-		m = 1
-	}
-	return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC).Unix()
+	start, _ := f.calendarFreq().Bucket(unix)
+	return start
 }
 
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
+// calendarFreq is f as internal/calendar's frequency. "" is Daily, as for a
+// series whose frequency was never inferred; a spelling that ParseFrequency
+// has not turned into its letter buckets by month, as Normalize always did.
+func (f Frequency) calendarFreq() calendar.Frequency {
+	switch f {
+	case Hourly:
+		return calendar.Hourly
+	case Daily, "":
+		return calendar.Daily
+	case Weekly:
+		return calendar.Weekly
+	case Quarterly:
+		return calendar.Quarterly
+	case Annual:
+		return calendar.Annual
 	}
-	return q
+	return calendar.Monthly
 }
 
 // PeriodType is the Arrow type of the period column of a snapshot.

@@ -157,13 +157,22 @@ func snapshotID(m *Manifest) string {
 	return fmt.Sprintf("e%d-s%d-%s", m.Epoch, m.CoversThroughSeq, hex.EncodeToString(h.Sum(nil))[:12])
 }
 
-// The range of periods Write accepts: normalized, their day number must fit
-// the int32 of date32 (about ±5.8 million years), or the period column
-// would wrap around silently. Normalizing moves a period down by at most a
-// year, hence the margin at the low end.
+// The period limits, the one set of them: a period's day number must fit
+// the int32 of date32 (about ±5.8 million years), or the period column would
+// wrap around silently.
 const (
-	minPeriod = (math.MinInt32 + 366) * 86400
-	maxPeriod = math.MaxInt32 * 86400
+	// MinPeriod and MaxPeriod bound the periods Write accepts. Write
+	// normalizes before it stores, which moves a period down by at most a
+	// year (a bucket starts at most 366 days before any time in it), hence
+	// the margin at the low end.
+	MinPeriod = (math.MinInt32 + 366) * 86400
+	MaxPeriod = math.MaxInt32 * 86400
+
+	// MinRecordPeriod is the lowest period a live record may carry. The
+	// store normalizes a record before compaction hands it to Write, so the
+	// record's period needs a year more margin than Write's: any period in
+	// [MinRecordPeriod, MaxPeriod] can always be compacted.
+	MinRecordPeriod = MinPeriod + 366*86400
 )
 
 func (t *Table) validate() error {
@@ -195,7 +204,7 @@ func (t *Table) validate() error {
 		if si >= ns {
 			return fmt.Errorf("row %d: series index %d out of range", i, si)
 		}
-		if p := t.Period[i]; p < minPeriod || p > maxPeriod {
+		if p := t.Period[i]; p < MinPeriod || p > MaxPeriod {
 			return fmt.Errorf("row %d (series %q): period %d is outside the supported range", i, t.Series[si].ID, p)
 		}
 		if v := t.Value[i]; math.IsNaN(v) || math.IsInf(v, 0) {

@@ -3,6 +3,8 @@ package cook
 import (
 	"errors"
 	"fmt"
+
+	"github.com/energyscope/energyscope/internal/calendar"
 )
 
 // ErrBadPeriod is wrapped by every error about a period that cannot be read.
@@ -115,7 +117,7 @@ func parsePeriod[T ~string | ~[]byte](s T) (int64, bool) {
 		return 0, false
 	}
 	if i == n {
-		return day * 86400, true
+		return day * calendar.SecondsPerDay, true
 	}
 	if sep != '-' || (s[i] != 'T' && s[i] != 't' && s[i] != ' ') {
 		return 0, false
@@ -128,7 +130,7 @@ func parsePeriod[T ~string | ~[]byte](s T) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return day*86400 + tod, true
+	return day*calendar.SecondsPerDay + tod, true
 }
 
 // parseTime reads HH:MM[:SS[.frac]][ ][Z|±HH[:MM]] and returns seconds since
@@ -337,38 +339,14 @@ func lower(c byte) byte    { return c | 0x20 }
 
 func dateSecs(y, m, d int64) (int64, bool) {
 	day, ok := days(y, m, d)
-	return day * 86400, ok
+	return day * calendar.SecondsPerDay, ok
 }
 
-// days returns the days since 1970-01-01 of a proleptic Gregorian date
-// (Howard Hinnant's days_from_civil), validating month and day.
+// days returns the days since 1970-01-01 of a proleptic Gregorian date,
+// validating month and day; the arithmetic is internal/calendar's.
 func days(y, m, d int64) (int64, bool) {
-	if m < 1 || m > 12 || d < 1 || d > daysIn(y, m) {
+	if m < 1 || m > 12 || d < 1 || d > calendar.DaysInMonth(y, m) {
 		return 0, false
 	}
-	if m <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 {
-		era = (y - 399) / 400
-	}
-	yoe := y - era*400
-	mp := (m + 9) % 12
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return era*146097 + doe - 719468, true
-}
-
-func daysIn(y, m int64) int64 {
-	switch m {
-	case 2:
-		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
+	return calendar.DaysFromCivil(y, m, d), true
 }
