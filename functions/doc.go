@@ -24,14 +24,16 @@
 //   - suggest.go: unknown ids: case-insensitive resolution and "did you mean" through
 //     Source.Search; EditDistance and Nearest, which cmd/es uses for its commands too.
 //   - meta.go: ES.Latest, ES.Live, ES.Info and ES.Search.
-//   - calendar.go: calendar steps on unix seconds (buckets, month ends) without
-//     time.Time, for the per-point paths, over internal/calendar's day arithmetic.
+//   - calendar.go: yearBefore and the seconds of a day; the buckets of per= (start,
+//     next, previous, count) are internal/calendar's Frequency, the one owner of period
+//     arithmetic that the snapshot format shares, so the per-point paths never use
+//     time.Time.
 //
 // Invariants: Eval and Call never panic on any argument values; every Result is either a
 // Grid of at most Engine.MaxCells cells or a CellError; cells are finite numbers, string,
 // bool, empty, or *CellError (an error in one cell or column, which the bridge turns
 // into a cell error). Call also boxes the cells into Result.Value ([][]any); the bridge
-// uses Eval and writes the Grid's numbers without boxing them. Times are unix seconds UTC throughout; dates shown to Excel are
-// serial numbers of the 1900 date system, where 25569 is 1970-01-01 and the fraction is
-// the time of day. The user-facing reference is docs/functions.md.
+// uses Eval and writes the Grid's numbers without boxing them. Times are unix seconds
+// UTC throughout; dates shown to Excel are serial numbers of the 1900 date system, where
+// 25569 is 1970-01-01 and the fraction is the time of day. The user-facing reference is docs/functions.md.
 package functions

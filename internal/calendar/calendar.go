@@ -1,10 +1,19 @@
 // Package calendar is civil-date arithmetic on day numbers (days since 1970-01-01) in
-// the proleptic Gregorian calendar, with plain integers: the per-point and per-row loops
-// of functions and server/cook/synth use it instead of time.Time. The functions are
-// branch-light, allocation-free and total (no panic for any input; results far outside
-// years 1..9999 are meaningless but defined).
+// the proleptic Gregorian calendar, and the periods on unix seconds built on it, with
+// plain integers: the per-point and per-row loops use it instead of time.Time. It is the
+// one owner of period arithmetic: Frequency.Bucket says where an hour, day, week, month,
+// quarter or year starts for the snapshot format's normalization (localcache/format),
+// functions' re-sampling and calendars, and the date parsing of server/cook and its
+// synth generator. The functions are branch-light, allocation-free and total (no panic
+// for any input; results far outside years 1..9999 are meaningless but defined).
 //
-// It is not a date library: no zones, no parsing, no formatting.
+// Map: calendar.go, day numbers (DaysFromCivil, CivilFromDays, DaysInMonth); period.go,
+// Frequency and its Bucket, Next, Prev and Count, AddMonths and Weekday.
+//
+// It imports nothing, so that the format, functions (stdlib and internal only) and the
+// cook may all import it. It is not a date library: no zones, no parsing, no formatting,
+// and not the limits of a period a snapshot holds (localcache/format's MinPeriod and
+// MaxPeriod: they come from date32).
 package calendar
 
 // FloorDiv is a/b rounded toward negative infinity, for b > 0.
