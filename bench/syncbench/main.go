@@ -43,7 +43,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -390,44 +389,17 @@ func httpDownload(base string, m *format.Manifest, dir string) error {
 	return nil
 }
 
-// logTap is a slog handler that sees the engine's records.
-type logTap struct {
-	mu    sync.Mutex
-	lines []string
-	next  slog.Handler
-}
-
-func (l *logTap) Enabled(_ context.Context, lv slog.Level) bool {
-	return lv >= slog.LevelInfo || os.Getenv("SYNCBENCH_TRACE") != ""
-}
-func (l *logTap) Handle(ctx context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	if os.Getenv("SYNCBENCH_TRACE") != "" {
-		fmt.Fprintf(os.Stderr, "%s %s\n", r.Time.Format("15:04:05.000000"), r.Message)
+// traceLogger is the engine's log on stderr when SYNCBENCH_TRACE is set
+// (for a person reading along; no figure comes from it), else nil.
+func traceLogger() *slog.Logger {
+	if os.Getenv("SYNCBENCH_TRACE") == "" {
+		return nil
 	}
-	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
-	l.mu.Lock()
-	l.lines = append(l.lines, b.String())
-	l.mu.Unlock()
-	return nil
-}
-func (l *logTap) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logTap) WithGroup(string) slog.Handler      { return l }
-
-func (l *logTap) find(prefix string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i := len(l.lines) - 1; i >= 0; i-- {
-		if strings.HasPrefix(l.lines[i], prefix) {
-			return l.lines[i]
-		}
-	}
-	return ""
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // wsDownload syncs a fresh companion store from the server and returns
-// the time to "download complete" (every file verified, fsynced and
+// the time the engine reports for the download (every file verified, fsynced and
 // renamed) and to the snapshot installed (the store checks every SHA-256
 // again and swaps it in).
 func wsDownload(url, home, snap string) (complete, installed time.Duration, err error) {
@@ -436,8 +408,7 @@ func wsDownload(url, home, snap string) (complete, installed time.Duration, err 
 		return 0, 0, err
 	}
 	defer st.Close()
-	tap := &logTap{}
-	eng := client.New(wiring.Sink{Store: st}, client.Options{Server: url, Name: "bench", Logger: slog.New(tap)})
+	eng := client.New(wiring.Sink{Store: st}, client.Options{Server: url, Name: "bench", Logger: traceLogger()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
@@ -455,13 +426,11 @@ func wsDownload(url, home, snap string) (complete, installed time.Duration, err 
 		}
 		time.Sleep(time.Millisecond)
 	}
-	line := tap.find("download complete")
-	secs := regexp.MustCompile(`seconds=([0-9.]+)`).FindStringSubmatch(line)
-	if secs == nil {
-		return 0, 0, fmt.Errorf("no download complete line: %q", line)
+	d, ok := eng.Metrics().Download(snap)
+	if !ok {
+		return 0, 0, fmt.Errorf("snapshot %s installed but the engine completed no download of it", snap)
 	}
-	f, _ := strconv.ParseFloat(secs[1], 64)
-	return time.Duration(f * float64(time.Second)), installed, nil
+	return d.Duration, installed, nil
 }
 
 func benchTransfer(rep *report, c config, dir, home string, size int64) error {
@@ -818,12 +787,41 @@ func childCompanion(url, home string, bandwidth int64) error {
 	defer st.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	eng := client.New(wiring.Sink{Store: st}, client.Options{Server: url, Name: "companion", BandwidthLimit: bandwidth, Logger: log})
+	go reportDownloads(eng, os.Stdout)
 	return eng.Run(context.Background())
 }
 
+// reportDownloads writes each download the engine completes to w as a
+// JSON line (client.DownloadMetrics): the parent reads the figures from
+// there, not from the log.
+func reportDownloads(eng *client.Engine, w io.Writer) {
+	enc := json.NewEncoder(w)
+	seen := 0
+	for {
+		m := eng.Metrics()
+		for _, d := range m.Downloads[min(seen, len(m.Downloads)):] {
+			enc.Encode(d)
+		}
+		seen = len(m.Downloads)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// childDownload returns the first download a child reported on its
+// stdout (reportDownloads), if any yet.
+func childDownload(stdout string) (client.DownloadMetrics, bool) {
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	var d client.DownloadMetrics
+	if err := dec.Decode(&d); err != nil {
+		return client.DownloadMetrics{}, false
+	}
+	return d, true
+}
+
 // benchResume: a companion child downloading the snapshot at a limited
-// rate is SIGKILLed with 40-60% on disk and restarted unthrottled; its
-// "download complete" line says how much it fetched and how much it kept.
+// rate is SIGKILLed with 40-60% on disk and restarted unthrottled; the
+// download it reports on stdout (reportDownloads) says how much it fetched
+// and how much it kept.
 func benchResume(rep *report, c config, dir, serverHome string, size int64) error {
 	srv, hs, err := startServer(serverHome)
 	if err != nil {
@@ -858,24 +856,22 @@ func benchResume(rep *report, c config, dir, serverHome string, size int64) erro
 	onDisk := held(home)
 	logf("resume: killed with %d of %d bytes on disk", onDisk, size)
 
-	var out lockedBuf
+	var out, dls lockedBuf
 	cmd = exec.Command(exe, "--child", "companion", "--server", hs.URL, "--home", home, "--bandwidth", "0")
-	cmd.Stderr = &out
+	cmd.Stderr, cmd.Stdout = &out, &dls
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	re := regexp.MustCompile(`msg="download complete".* bytes=(\d+) fetched=(\d+) resumed=(\d+)`)
-	var m []string
-	for m == nil {
+	var dl client.DownloadMetrics
+	for ok := false; !ok; {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no download complete after restart: %s", out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
-		m = re.FindStringSubmatch(out.String())
+		dl, ok = childDownload(dls.String())
 	}
-	fetched, _ := strconv.ParseInt(m[2], 10, 64)
-	resumed, _ := strconv.ParseInt(m[3], 10, 64)
+	fetched, resumed := dl.Fetched, dl.Resumed
 	again := onDisk - resumed
 	rep.set("resume_bytes_on_disk_at_kill", onDisk)
 	rep.set("resume_bytes_kept", resumed)

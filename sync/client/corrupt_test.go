@@ -143,8 +143,9 @@ func TestCorruptChunkIsRefetched(t *testing.T) {
 		t.Fatal("the session was dropped; a chunk mismatch should only refetch")
 	}
 	want := head.Bytes + format.ChunkSize // the corrupt chunk, twice
-	if n := c.log.count("download complete", fmt.Sprintf("fetched=%d", want), "refetched_chunks=1"); n != 1 {
-		t.Fatalf("want fetched=%d in the download complete line:\n%s", want, line)
+	mt := c.eng.Metrics()
+	if d, ok := mt.Download(head.Snapshot); !ok || len(mt.Downloads) != 1 || d.Fetched != want || d.RefetchedChunks != 1 || d.Bytes != head.Bytes {
+		t.Fatalf("want fetched=%d, 1 refetched chunk; metrics %+v", want, mt)
 	}
 }
 
@@ -171,7 +172,9 @@ func TestCorruptChunkHeaderDoesNotStall(t *testing.T) {
 	// Each new session resumed from the verified chunks: at most one chunk
 	// was fetched twice per stall (one, unless the machine is so slow that
 	// a healthy transfer looked stalled too).
-	if fetched := c.eng.Stats.BytesDownloaded.Load(); c.log.count("download complete") != 1 || fetched-head.Bytes > stalls*format.ChunkSize {
+	m := c.eng.Metrics()
+	if _, ok := m.Download(head.Snapshot); !ok || len(m.Downloads) != 1 || m.BytesDownloaded-head.Bytes > stalls*format.ChunkSize {
+		fetched := m.BytesDownloaded
 		t.Fatalf("fetched %d bytes of %d after %d stalls:\n%s", fetched, head.Bytes, stalls, c.log.String())
 	}
 }

@@ -34,5 +34,6 @@
 //   - rebase.go: a server reset, a snapshot answered by local compaction or by download.
 //   - download.go: the resumable, chunk-verified snapshot download and its install.
 //   - progress.go: Progress for a UI (states, lag, rate, ETA).
+//   - metrics.go: Metrics, the counters and each completed download's accounting.
 //   - state.go, errors.go: the dataset states and the errors callers check.
 package client

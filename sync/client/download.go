@@ -19,7 +19,7 @@ import (
 )
 
 // dlAcct is what this process did for one snapshot download, over all
-// its sessions: logged as "download complete".
+// its sessions: Metrics().Downloads once complete.
 type dlAcct struct {
 	start     time.Time
 	sessions  int
@@ -280,9 +280,15 @@ func (s *session) finishDownload(d *download) error {
 	}
 	a := d.acct
 	delete(s.e.acct, d.man.SnapshotID)
-	s.e.log.Info("download complete", "dataset", ds, "snapshot", d.man.SnapshotID, "bytes", total,
-		"fetched", a.fetched, "resumed", a.resumed, "refetched_chunks", a.refetched, "sessions", a.sessions,
-		"seconds", time.Since(a.start).Seconds())
+	dm := DownloadMetrics{
+		Dataset: ds, Snapshot: d.man.SnapshotID, Bytes: total,
+		Fetched: a.fetched, Resumed: a.resumed, RefetchedChunks: a.refetched, Sessions: a.sessions,
+		Duration: time.Since(a.start), Completed: time.Now(),
+	}
+	s.e.recordDownload(dm)
+	s.e.log.Info("download complete", "dataset", ds, "snapshot", dm.Snapshot, "bytes", dm.Bytes,
+		"fetched", dm.Fetched, "resumed", dm.Resumed, "refetched_chunks", dm.RefetchedChunks, "sessions", dm.Sessions,
+		"seconds", dm.Duration.Seconds())
 	b, err := jsonManifest(d.man)
 	if err != nil {
 		return err

@@ -81,12 +81,13 @@ type Engine struct {
 	sink Sink
 	log  *slog.Logger
 
-	mu       sync.Mutex // guards prog, listeners, conn, stats
-	prog     Progress
-	dsProg   map[string]*DatasetProgress
-	listen   []func(Progress)
-	conn     *websocket.Conn
-	attempts int
+	mu        sync.Mutex // guards prog, dsProg, listen, conn, downloads
+	prog      Progress
+	dsProg    map[string]*DatasetProgress
+	listen    []func(Progress)
+	conn      *websocket.Conn
+	downloads []DownloadMetrics // completed, oldest first (Metrics)
+	attempts  int
 
 	paused   atomic.Bool
 	resumeCh chan struct{}
@@ -98,7 +99,7 @@ type Engine struct {
 	// sessions; only the session goroutine touches it.
 	failing map[string]*ApplyError
 
-	// Counters (tests, metrics).
+	// Counters; Metrics returns them as a struct.
 	Stats struct {
 		ChunksRefetched     atomic.Int64 // chunks whose hash did not match
 		BytesDownloaded     atomic.Int64

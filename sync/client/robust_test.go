@@ -339,7 +339,8 @@ func TestRebaseBothWays(t *testing.T) {
 	}
 	good.waitState(m.SnapshotID, last, 20*time.Second)
 	waitFor(t, 20*time.Second, "the mismatching companion to download", func() bool {
-		return mis.log.count("download complete", "snapshot="+m.SnapshotID) == 1
+		_, ok := mis.eng.Metrics().Download(m.SnapshotID)
+		return ok
 	})
 	mis.waitState(m.SnapshotID, last, 20*time.Second)
 	if good.eng.Stats.LocalRebases.Load() != 1 || good.eng.Stats.DownloadRebases.Load() != 1 || good.log.count("rebased by local compaction", m.SnapshotID) != 1 {

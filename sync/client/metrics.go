@@ -1,0 +1,87 @@
+package client
+
+import "time"
+
+// Metrics is a snapshot of what the engine did, for tests, benchmarks and
+// a status page: the figures are fields, never words of a log line.
+type Metrics struct {
+	Sessions            int64 // connections made (a reconnect is one more)
+	DeltasApplied       int64
+	LocalRebases        int64 // snapshots matched by local compaction
+	DownloadRebases     int64 // snapshot downloads started (a resume on a new connection is one more)
+	BytesDownloaded     int64 // chunk bytes received, refetches included
+	ResumedBytesSkipped int64 // bytes kept from .partial files at resume
+	ChunksRefetched     int64 // chunks whose hash did not match
+	ApplyFailures       int64 // local applies that failed (each retried later)
+	ChecksumErrors      int64 // frames refused for a bad or missing checksum
+	Heals               int64 // damaged local datasets downloaded again
+	Diverged            int64 // resets for records that differ from the server's
+	// Downloads are the snapshot downloads this process completed, oldest
+	// first (at most the last maxDownloadMetrics).
+	Downloads []DownloadMetrics
+}
+
+// DownloadMetrics is the accounting of one completed snapshot download,
+// over every session of this process it took: taken when every file is
+// verified, synced and renamed, before the sink installs the snapshot.
+type DownloadMetrics struct {
+	Dataset  string
+	Snapshot string
+	Bytes    int64 // the snapshot's size (every file)
+	// Fetched is the chunk bytes received and written, refetches
+	// included; Resumed the verified bytes found on disk when this
+	// process started the download (a kill's leftovers). Without
+	// refetches, Fetched+Resumed == Bytes.
+	Fetched         int64
+	Resumed         int64
+	RefetchedChunks int64 // chunks discarded for a hash mismatch
+	Sessions        int   // connections the download took
+	Duration        time.Duration
+	Completed       time.Time
+}
+
+// maxDownloadMetrics bounds Metrics.Downloads.
+const maxDownloadMetrics = 64
+
+// Metrics returns a snapshot of the engine's counters and completed
+// downloads; it is safe to call from any goroutine.
+func (e *Engine) Metrics() Metrics {
+	m := Metrics{
+		Sessions:            e.Stats.Sessions.Load(),
+		DeltasApplied:       e.Stats.DeltasApplied.Load(),
+		LocalRebases:        e.Stats.LocalRebases.Load(),
+		DownloadRebases:     e.Stats.DownloadRebases.Load(),
+		BytesDownloaded:     e.Stats.BytesDownloaded.Load(),
+		ResumedBytesSkipped: e.Stats.ResumedBytesSkipped.Load(),
+		ChunksRefetched:     e.Stats.ChunksRefetched.Load(),
+		ApplyFailures:       e.Stats.ApplyFailures.Load(),
+		ChecksumErrors:      e.Stats.ChecksumErrors.Load(),
+		Heals:               e.Stats.Heals.Load(),
+		Diverged:            e.Stats.Diverged.Load(),
+	}
+	e.mu.Lock()
+	m.Downloads = append([]DownloadMetrics(nil), e.downloads...)
+	e.mu.Unlock()
+	return m
+}
+
+// Download returns the accounting of the completed download of snapshot,
+// if this process completed one (the latest).
+func (m Metrics) Download(snapshot string) (DownloadMetrics, bool) {
+	for i := len(m.Downloads) - 1; i >= 0; i-- {
+		if m.Downloads[i].Snapshot == snapshot {
+			return m.Downloads[i], true
+		}
+	}
+	return DownloadMetrics{}, false
+}
+
+// recordDownload keeps a completed download's accounting for Metrics.
+func (e *Engine) recordDownload(d DownloadMetrics) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.downloads) == maxDownloadMetrics {
+		e.downloads = append(e.downloads[:0], e.downloads[1:]...)
+	}
+	e.downloads = append(e.downloads, d)
+}
