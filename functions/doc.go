@@ -6,8 +6,8 @@
 // omitted argument, [][]any for a range), parses dates and options, asks the Source for
 // points, re-samples, aligns several series on one date column, and returns a 2-D array
 // that spills. It has no HTTP, no Wails and no store: functions/bridge decodes requests
-// and calls Engine.Eval, and localcache.Store satisfies Source without importing this
-// package. It imports only the standard library and internal/calendar.
+// and calls Engine.Eval, and internal/wiring adapts localcache.Store to Source, so that
+// neither imports the other. It imports only the standard library and internal/calendar.
 //
 // Map of the package:
 //
@@ -24,6 +24,8 @@
 //   - suggest.go: unknown ids: case-insensitive resolution and "did you mean" through
 //     Source.Search; EditDistance and Nearest, which cmd/es uses for its commands too.
 //   - meta.go: ES.Latest, ES.Live, ES.Info and ES.Search.
+//   - export.go: Frame, an ES.Get held column by column for callers that lay out more
+//     cells than a spilled result holds (functions/xlsx), bounded by MaxFrameCells.
 //   - calendar.go: yearBefore and the seconds of a day; the buckets of per= (start,
 //     next, previous, count) are internal/calendar's Frequency, the one owner of period
 //     arithmetic that the snapshot format shares, so the per-point paths never use

@@ -17,8 +17,8 @@ type SeriesInfo struct {
 	Updated                                    time.Time // when this series' data last changed locally (snapshot or delta); zero if unknown
 }
 
-// Source is what the functions read. localcache.Store satisfies it (wired in app and
-// cmd/es); tests use an in-memory one. Implementations must be safe for concurrent use
+// Source is what the functions read. internal/wiring.Source adapts localcache.Store to
+// it for app, cmd/es and the companion; tests use an in-memory one. Implementations must be safe for concurrent use
 // if the Engine is shared between goroutines.
 type Source interface {
 	Info(id string) (SeriesInfo, error)

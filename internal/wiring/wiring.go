@@ -1,8 +1,11 @@
 // Package wiring adapts the serving store to the interfaces its consumers
-// declare (functions.Source today, the sync client's Sink later), so that
-// app/ and cmd/es share one adapter. It exists because localcache must not
-// import its consumers and they must not import localcache (see
-// ARCHITECTURE.md's import arrows); only app/ and cmd/ import wiring.
+// declare: Source is functions.Source, Sink is the sync client's
+// client.Sink, Changes is the bridge's bridge.ChangeFeed. app/, cmd/es and
+// internal/companion share these adapters (and tests of the client, the
+// bridge and xlsx use them to run over a real store). It exists because
+// localcache must not import its consumers and they must not import
+// localcache (see ARCHITECTURE.md's import arrows), so no library package
+// imports wiring.
 package wiring
 
 import (
