@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/energyscope/energyscope/functions/bridge"
 	"github.com/energyscope/energyscope/internal/companion"
+	"github.com/energyscope/energyscope/internal/fileutil"
+	"github.com/energyscope/energyscope/sync/client"
 )
 
 // runCompanion is `es companion`: internal/companion, the engine the
@@ -32,6 +35,7 @@ func runCompanion(e *env, args []string) error {
 	fs.StringVar(&cfg.Token, "token", "", "access token for --server")
 	fs.StringVar(&datasets, "datasets", "", "with --server: datasets to sync, comma-separated (default: all)")
 	fs.Int64Var(&cfg.Bandwidth, "bandwidth", 0, "with --server: limit snapshot downloads to this many bytes/s (0: no limit)")
+	metricsFile := fs.String("sync-metrics", "", "with --server: keep the sync engine's metrics (JSON of client.Metrics, each completed download's accounting) in this file")
 	verbose := fs.Bool("v", false, "log requests' errors and certificate renewals to stderr")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -66,6 +70,9 @@ func runCompanion(e *env, args []string) error {
 	}
 	if eng := c.Engine(); eng != nil {
 		progressDisplay(e.stderr, eng)
+		if *metricsFile != "" {
+			go writeSyncMetrics(ctx, eng, *metricsFile, cfg.Logger)
+		}
 	}
 	br := c.Bridge()
 	names := c.Store().DatasetNames()
@@ -96,4 +103,31 @@ func runCompanion(e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, "stopped")
 	return nil
+}
+
+// writeSyncMetrics keeps eng's Metrics in path (published by rename, so a
+// reader never sees half of it): at start and after each completed
+// download. Tests and benchmarks read figures there, never from the log.
+func writeSyncMetrics(ctx context.Context, eng *client.Engine, path string, log *slog.Logger) {
+	written := -1
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if m := eng.Metrics(); len(m.Downloads) != written {
+			b, err := json.Marshal(m)
+			if err == nil {
+				err = fileutil.WriteFile(path, append(b, '\n'), 0o644)
+			}
+			if err != nil {
+				log.Warn("--sync-metrics", "file", path, "err", err)
+			} else {
+				written = len(m.Downloads)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

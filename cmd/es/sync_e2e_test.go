@@ -35,6 +35,7 @@ import (
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/sync/client"
 )
 
 // e2eChildEnv makes this test binary run as the es command: the children
@@ -171,27 +172,6 @@ func (p *esProc) waitLog(timeout time.Duration, subs ...string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// logField returns key=value's value from a slog text line.
-func logField(line, key string) string {
-	m := regexp.MustCompile(`(?:^| )` + regexp.QuoteMeta(key) + `=("(?:[^"\\]|\\.)*"|\S+)`).FindStringSubmatch(line)
-	if m == nil {
-		return ""
-	}
-	if v, err := strconv.Unquote(m[1]); err == nil {
-		return v
-	}
-	return m[1]
-}
-
-func logInt(t *testing.T, line, key string) int64 {
-	t.Helper()
-	n, err := strconv.ParseInt(logField(line, key), 10, 64)
-	if err != nil {
-		t.Fatalf("no integer %s in log line %q", key, line)
-	}
-	return n
 }
 
 // e2eServer is an es serve child process and what its clients need.
@@ -365,17 +345,42 @@ func (tk *ticker) halt() int {
 
 // e2eCompanion is an es companion --server child process.
 type e2eCompanion struct {
-	t    *testing.T
-	name string
-	home string
-	args []string
-	p    *esProc
+	t       *testing.T
+	name    string
+	home    string
+	metrics string // its --sync-metrics file
+	args    []string
+	p       *esProc
 }
 
 func newE2ECompanion(t *testing.T, name, server, token string, extra ...string) *e2eCompanion {
-	c := &e2eCompanion{t: t, name: name, home: filepath.Join(t.TempDir(), name)}
-	c.args = append([]string{"companion", "--home", c.home, "--server", server, "--token", token, "--port", "0", "-v"}, extra...)
+	dir := t.TempDir()
+	c := &e2eCompanion{t: t, name: name, home: filepath.Join(dir, name), metrics: filepath.Join(dir, name+"-metrics.json")}
+	c.args = append([]string{"companion", "--home", c.home, "--server", server, "--token", token, "--port", "0", "-v", "--sync-metrics", c.metrics}, extra...)
 	return c
+}
+
+// waitDownload waits until the companion's --sync-metrics file reports a
+// completed download of snapshot and returns its accounting.
+func (c *e2eCompanion) waitDownload(snapshot string, timeout time.Duration) client.DownloadMetrics {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var m client.Metrics
+		b, err := os.ReadFile(c.metrics)
+		if err == nil {
+			if err := json.Unmarshal(b, &m); err != nil {
+				c.t.Fatalf("%s: %v", c.metrics, err)
+			}
+			if d, ok := m.Download(snapshot); ok {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s reported no completed download of %s in %v (metrics: %s)", c.name, snapshot, timeout, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (c *e2eCompanion) start() {
@@ -516,7 +521,7 @@ func testE2ELive(t *testing.T) {
 	c2.start()
 	for _, c := range []*e2eCompanion{c1, c2} {
 		c.waitState("stocks", h.Snapshot, 0, 60*time.Second)
-		c.p.waitLog(30*time.Second, "download complete", "snapshot="+h.Snapshot)
+		c.waitDownload(h.Snapshot, 30*time.Second)
 		if got, want := esGet(t, c.home, "MSFT"), esGet(t, srv.home, "MSFT"); got != want || !strings.Contains(got, "2000-01-01,39.81\n") {
 			t.Fatalf("%s: MSFT after the initial sync:\n%s", c.name, lastBytes(got, 300))
 		}
@@ -735,10 +740,10 @@ func testE2EResumeAfterKill(t *testing.T, big *bigDataset) {
 
 	c.start()
 	c.waitState("big", h.Snapshot, 0, 120*time.Second)
-	line := c.p.waitLog(30*time.Second, "download complete", "snapshot="+h.Snapshot)
-	fetched, resumed := logInt(t, line, "fetched"), logInt(t, line, "resumed")
-	if logInt(t, line, "bytes") != h.Bytes || fetched+resumed != h.Bytes {
-		t.Fatalf("fetched %d + resumed %d != %d bytes: %s", fetched, resumed, h.Bytes, line)
+	dl := c.waitDownload(h.Snapshot, 30*time.Second)
+	fetched, resumed := dl.Fetched, dl.Resumed
+	if dl.Bytes != h.Bytes || fetched+resumed != h.Bytes {
+		t.Fatalf("fetched %d + resumed %d != %d bytes: %+v", fetched, resumed, h.Bytes, dl)
 	}
 	again := held - resumed // bytes on disk before the kill that were fetched again
 	t.Logf("after restart: resumed %d bytes, fetched %d, re-downloaded %d (a chunk is %d)", resumed, fetched, again, format.ChunkSize)
@@ -957,22 +962,22 @@ func testE2ECorruptingProxy(t *testing.T, big *bigDataset) {
 	c := newE2ECompanion(t, "companion", px.url(), srv.read)
 	c.start()
 	c.waitState("big", h.Snapshot, 0, 150*time.Second)
-	line := c.p.waitLog(10*time.Second, "download complete", "snapshot="+h.Snapshot)
+	dl := c.waitDownload(h.Snapshot, 10*time.Second)
 	down, up, cuts := px.count("down"), px.count("up"), px.cuts.Load()
 	mismatches := int64(c.p.logCount("chunk hash mismatch; refetching"))
 	malformed := int64(c.p.logCount("refusing malformed"))
 	reconnects := int64(c.p.logCount("sync offline; reconnecting"))
 	refused := int64(srv.p.logCount("refusing connection")) + int64(c.p.logCount("server refused the token"))
-	t.Logf("proxy: %d connections, %d bytes down, %d bytes corrupted down and %d up, %d cuts; companion: %d chunk mismatches, %d malformed frames, %d reconnects; server: %d refusals; %s",
-		px.accepted.Load(), px.bytesDown.Load(), down, up, cuts, mismatches, malformed, reconnects, refused, line)
+	t.Logf("proxy: %d connections, %d bytes down, %d bytes corrupted down and %d up, %d cuts; companion: %d chunk mismatches, %d malformed frames, %d reconnects; server: %d refusals; download %+v",
+		px.accepted.Load(), px.bytesDown.Load(), down, up, cuts, mismatches, malformed, reconnects, refused, dl)
 	if down == 0 {
 		t.Fatal("the proxy corrupted nothing")
 	}
 	if mismatches+malformed+reconnects == 0 {
 		t.Fatal("no corruption was detected")
 	}
-	if logInt(t, line, "refetched_chunks") != mismatches {
-		t.Errorf("refetched_chunks in %q, %d mismatches logged", line, mismatches)
+	if dl.RefetchedChunks != mismatches {
+		t.Errorf("%d refetched chunks in the download's metrics %+v, %d mismatches logged", dl.RefetchedChunks, dl, mismatches)
 	}
 	mustES(t, "verify", "--home", c.home, "--dataset", "big")
 
