@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -106,23 +107,21 @@ func runCompanion(e *env, args []string) error {
 }
 
 // writeSyncMetrics keeps eng's Metrics in path (published by rename, so a
-// reader never sees half of it): at start and after each completed
-// download. Tests and benchmarks read figures there, never from the log.
+// reader never sees half of it): at start and within 50 ms of a change.
+// Tests and benchmarks read figures there, never from the log.
 func writeSyncMetrics(ctx context.Context, eng *client.Engine, path string, log *slog.Logger) {
-	written := -1
+	var written []byte
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if m := eng.Metrics(); len(m.Downloads) != written {
-			b, err := json.Marshal(m)
-			if err == nil {
-				err = fileutil.WriteFile(path, append(b, '\n'), 0o644)
+		b, err := json.Marshal(eng.Metrics())
+		if err == nil && !bytes.Equal(b, written) {
+			if err = fileutil.WriteFile(path, append(b, '\n'), 0o644); err == nil {
+				written = b
 			}
-			if err != nil {
-				log.Warn("--sync-metrics", "file", path, "err", err)
-			} else {
-				written = len(m.Downloads)
-			}
+		}
+		if err != nil {
+			log.Warn("--sync-metrics", "file", path, "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -148,32 +148,6 @@ func (p *esProc) logCount(subs ...string) int {
 	return n
 }
 
-// waitLog waits until stderr has a line containing every one of subs and
-// returns the last such line.
-func (p *esProc) waitLog(timeout time.Duration, subs ...string) string {
-	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		lines := strings.Split(p.stderr.String(), "\n")
-		for i := len(lines) - 1; i >= 0; i-- {
-			all := true
-			for _, s := range subs {
-				all = all && strings.Contains(lines[i], s)
-			}
-			if all {
-				return lines[i]
-			}
-		}
-		if p.exited() {
-			p.t.Fatalf("%s exited before logging %q: %s", p.name, subs, p.cmd.ProcessState)
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s did not log %q within %v", p.name, subs, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // e2eServer is an es serve child process and what its clients need.
 type e2eServer struct {
 	t            *testing.T
@@ -360,9 +334,9 @@ func newE2ECompanion(t *testing.T, name, server, token string, extra ...string) 
 	return c
 }
 
-// waitDownload waits until the companion's --sync-metrics file reports a
-// completed download of snapshot and returns its accounting.
-func (c *e2eCompanion) waitDownload(snapshot string, timeout time.Duration) client.DownloadMetrics {
+// waitMetrics waits until the companion's --sync-metrics file (written
+// within 50 ms of a change) satisfies ok, and returns it.
+func (c *e2eCompanion) waitMetrics(what string, timeout time.Duration, ok func(client.Metrics) bool) client.Metrics {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -372,15 +346,27 @@ func (c *e2eCompanion) waitDownload(snapshot string, timeout time.Duration) clie
 			if err := json.Unmarshal(b, &m); err != nil {
 				c.t.Fatalf("%s: %v", c.metrics, err)
 			}
-			if d, ok := m.Download(snapshot); ok {
-				return d
+			if ok(m) {
+				return m
 			}
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%s reported no completed download of %s in %v (metrics: %s)", c.name, snapshot, timeout, b)
+			c.t.Fatalf("%s: no %s in %v (metrics: %s)", c.name, what, timeout, b)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitDownload waits until the companion's metrics report a completed
+// download of snapshot and returns its accounting.
+func (c *e2eCompanion) waitDownload(snapshot string, timeout time.Duration) client.DownloadMetrics {
+	c.t.Helper()
+	m := c.waitMetrics("completed download of "+snapshot, timeout, func(m client.Metrics) bool {
+		_, ok := m.Download(snapshot)
+		return ok
+	})
+	d, _ := m.Download(snapshot)
+	return d
 }
 
 func (c *e2eCompanion) start() {
@@ -563,8 +549,11 @@ func testE2ELive(t *testing.T) {
 	}
 	for _, c := range []*e2eCompanion{c1, c2} {
 		c.waitState("stocks", m.SnapshotID, last, 30*time.Second)
-		c.p.waitLog(10*time.Second, "rebased by local compaction", "snapshot="+m.SnapshotID)
-		if n := c.p.logCount("downloading snapshot"); n != 1 {
+		mt := c.waitMetrics("local rebase", 10*time.Second, func(m client.Metrics) bool { return m.LocalRebases >= 1 })
+		if mt.LocalRebases != 1 {
+			t.Errorf("%s rebased locally %d times, want 1", c.name, mt.LocalRebases)
+		}
+		if n := mt.DownloadRebases; n != 1 {
 			t.Errorf("%s downloaded %d snapshots, want 1 (the initial one)", c.name, n)
 		}
 	}
@@ -632,9 +621,7 @@ func testE2EServerKill(t *testing.T) {
 	}
 	for _, c := range []*e2eCompanion{c1, c2} {
 		checkSameDataset(t, srv.home, c, "stocks", series)
-		if c.p.logCount("sync offline; reconnecting") < kills {
-			t.Errorf("%s: expected at least %d reconnects in its log", c.name, kills)
-		}
+		c.waitMetrics(fmt.Sprintf("%d reconnects", kills), 10*time.Second, func(m client.Metrics) bool { return m.Reconnects >= int64(kills) })
 	}
 	// Every acknowledged row is there (no gap on the server side either).
 	got := esGet(t, c1.home, "TICK.4")
@@ -750,7 +737,7 @@ func testE2EResumeAfterKill(t *testing.T, big *bigDataset) {
 	if again < 0 || again > format.ChunkSize {
 		t.Fatalf("re-downloaded %d bytes after the kill; at most one chunk (%d) allowed", again, format.ChunkSize)
 	}
-	if c.p.logCount("chunk hash mismatch") != 0 {
+	if m := c.waitMetrics("metrics", time.Second, func(client.Metrics) bool { return true }); m.ChunksRefetched != 0 {
 		t.Fatal("a chunk mismatched on a clean loopback")
 	}
 	// The installed snapshot is the server's, byte for byte.
@@ -964,10 +951,9 @@ func testE2ECorruptingProxy(t *testing.T, big *bigDataset) {
 	c.waitState("big", h.Snapshot, 0, 150*time.Second)
 	dl := c.waitDownload(h.Snapshot, 10*time.Second)
 	down, up, cuts := px.count("down"), px.count("up"), px.cuts.Load()
-	mismatches := int64(c.p.logCount("chunk hash mismatch; refetching"))
-	malformed := int64(c.p.logCount("refusing malformed"))
-	reconnects := int64(c.p.logCount("sync offline; reconnecting"))
-	refused := int64(srv.p.logCount("refusing connection")) + int64(c.p.logCount("server refused the token"))
+	cm := c.waitMetrics("metrics", time.Second, func(client.Metrics) bool { return true })
+	mismatches, malformed, reconnects := cm.ChunksRefetched, cm.Malformed, cm.Reconnects
+	refused := int64(srv.p.logCount("refusing connection")) + cm.Unauthorized
 	t.Logf("proxy: %d connections, %d bytes down, %d bytes corrupted down and %d up, %d cuts; companion: %d chunk mismatches, %d malformed frames, %d reconnects; server: %d refusals; download %+v",
 		px.accepted.Load(), px.bytesDown.Load(), down, up, cuts, mismatches, malformed, reconnects, refused, dl)
 	if down == 0 {
@@ -977,7 +963,7 @@ func testE2ECorruptingProxy(t *testing.T, big *bigDataset) {
 		t.Fatal("no corruption was detected")
 	}
 	if dl.RefetchedChunks != mismatches {
-		t.Errorf("%d refetched chunks in the download's metrics %+v, %d mismatches logged", dl.RefetchedChunks, dl, mismatches)
+		t.Errorf("%d refetched chunks in the download's metrics %+v, %d chunk mismatches in the engine's", dl.RefetchedChunks, dl, mismatches)
 	}
 	mustES(t, "verify", "--home", c.home, "--dataset", "big")
 

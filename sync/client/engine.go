@@ -101,17 +101,25 @@ type Engine struct {
 
 	// Counters; Metrics returns them as a struct.
 	Stats struct {
-		ChunksRefetched     atomic.Int64 // chunks whose hash did not match
-		BytesDownloaded     atomic.Int64
-		LocalRebases        atomic.Int64 // snapshots matched by local compaction
-		DownloadRebases     atomic.Int64
-		DeltasApplied       atomic.Int64
-		ResumedBytesSkipped atomic.Int64 // bytes kept from .partial files at resume
-		Sessions            atomic.Int64 // connections made (a reconnect is one more)
-		ApplyFailures       atomic.Int64 // local applies that failed (each retried later)
-		ChecksumErrors      atomic.Int64 // frames refused for a bad or missing checksum (each ends its connection)
-		Heals               atomic.Int64 // damaged local datasets downloaded again
-		Diverged            atomic.Int64 // resets for records that differ from the server's (protocol.ResetDiverged)
+		ChunksRefetched      atomic.Int64 // chunks whose hash did not match
+		BytesDownloaded      atomic.Int64
+		LocalRebases         atomic.Int64 // snapshots matched by local compaction
+		DownloadRebases      atomic.Int64
+		DeltasApplied        atomic.Int64
+		ResumedBytesSkipped  atomic.Int64 // bytes kept from .partial files at resume
+		Sessions             atomic.Int64 // connections made (a reconnect is one more)
+		ApplyFailures        atomic.Int64 // local applies that failed (each retried later)
+		ChecksumErrors       atomic.Int64 // frames refused for a bad or missing checksum (each ends its connection)
+		Heals                atomic.Int64 // damaged local datasets downloaded again
+		Diverged             atomic.Int64 // resets for records that differ from the server's (protocol.ResetDiverged)
+		Reconnects           atomic.Int64 // connections lost or refused, after which the engine waits and connects again
+		Unauthorized         atomic.Int64 // connections the server refused the token of (ErrUnauthorized)
+		WelcomeTimeouts      atomic.Int64 // connections dropped for a welcome that did not come
+		Stalls               atomic.Int64 // connections dropped for a download that got nothing it asked for
+		Malformed            atomic.Int64 // connections ended for a malformed message or frame from the server
+		Resets               atomic.Int64 // resets that dropped local records
+		ResetDiscarded       atomic.Int64 // local records dropped because the server no longer has them (reset)
+		CompactionMismatches atomic.Int64 // local compactions that differed from the server's snapshot (downloaded instead)
 	}
 }
 
@@ -200,6 +208,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			continue
 		}
 		delay := e.backoff()
+		e.Stats.Reconnects.Add(1)
 		e.log.Info("sync offline; reconnecting", "in", delay.Round(time.Millisecond), "err", err)
 		select {
 		case <-ctx.Done():

@@ -16,6 +16,21 @@ type Metrics struct {
 	ChecksumErrors      int64 // frames refused for a bad or missing checksum
 	Heals               int64 // damaged local datasets downloaded again
 	Diverged            int64 // resets for records that differ from the server's
+	// Connections lost or refused, after which the engine waits and
+	// connects again (each is one "sync offline" for a person), and why.
+	Reconnects      int64
+	Unauthorized    int64 // the server refused the token (ErrUnauthorized)
+	WelcomeTimeouts int64 // the server's welcome did not come (Options.WelcomeTimeout)
+	Stalls          int64 // a download got nothing it asked for (Options.StallTimeout)
+	Malformed       int64 // a malformed message or frame from the server
+	// Resets counts the resets below the local seq that dropped local
+	// records, ResetDiscarded the records they dropped (the server no
+	// longer has them).
+	Resets         int64
+	ResetDiscarded int64
+	// CompactionMismatches counts local compactions whose files differed
+	// from the server's snapshot (which was then downloaded).
+	CompactionMismatches int64
 	// Downloads are the snapshot downloads this process completed, oldest
 	// first (at most the last maxDownloadMetrics).
 	Downloads []DownloadMetrics
@@ -47,17 +62,25 @@ const maxDownloadMetrics = 64
 // downloads; it is safe to call from any goroutine.
 func (e *Engine) Metrics() Metrics {
 	m := Metrics{
-		Sessions:            e.Stats.Sessions.Load(),
-		DeltasApplied:       e.Stats.DeltasApplied.Load(),
-		LocalRebases:        e.Stats.LocalRebases.Load(),
-		DownloadRebases:     e.Stats.DownloadRebases.Load(),
-		BytesDownloaded:     e.Stats.BytesDownloaded.Load(),
-		ResumedBytesSkipped: e.Stats.ResumedBytesSkipped.Load(),
-		ChunksRefetched:     e.Stats.ChunksRefetched.Load(),
-		ApplyFailures:       e.Stats.ApplyFailures.Load(),
-		ChecksumErrors:      e.Stats.ChecksumErrors.Load(),
-		Heals:               e.Stats.Heals.Load(),
-		Diverged:            e.Stats.Diverged.Load(),
+		Sessions:             e.Stats.Sessions.Load(),
+		DeltasApplied:        e.Stats.DeltasApplied.Load(),
+		LocalRebases:         e.Stats.LocalRebases.Load(),
+		DownloadRebases:      e.Stats.DownloadRebases.Load(),
+		BytesDownloaded:      e.Stats.BytesDownloaded.Load(),
+		ResumedBytesSkipped:  e.Stats.ResumedBytesSkipped.Load(),
+		ChunksRefetched:      e.Stats.ChunksRefetched.Load(),
+		ApplyFailures:        e.Stats.ApplyFailures.Load(),
+		ChecksumErrors:       e.Stats.ChecksumErrors.Load(),
+		Heals:                e.Stats.Heals.Load(),
+		Diverged:             e.Stats.Diverged.Load(),
+		Reconnects:           e.Stats.Reconnects.Load(),
+		Unauthorized:         e.Stats.Unauthorized.Load(),
+		WelcomeTimeouts:      e.Stats.WelcomeTimeouts.Load(),
+		Stalls:               e.Stats.Stalls.Load(),
+		Malformed:            e.Stats.Malformed.Load(),
+		Resets:               e.Stats.Resets.Load(),
+		ResetDiscarded:       e.Stats.ResetDiscarded.Load(),
+		CompactionMismatches: e.Stats.CompactionMismatches.Load(),
 	}
 	e.mu.Lock()
 	m.Downloads = append([]DownloadMetrics(nil), e.downloads...)

@@ -38,6 +38,8 @@ func (s *session) onReset(m *protocol.Message) error {
 		return fmt.Errorf("reset %s to the server's seq %d: %w", ds, m.Seq, err)
 	}
 	ep, snap, now, _ := e.sink.State(ds)
+	e.Stats.Resets.Add(1)
+	e.Stats.ResetDiscarded.Add(int64(n))
 	e.log.Warn("server reset: discarded local records the server no longer has", "dataset", ds, "code", m.Code, "reason", m.Reason, "discarded", n, "local_seq", seq, "server_seq", m.Seq, "seq_now", now)
 	s.caughtUp[ds] = false
 	delete(s.snapAnswer, ds)
@@ -78,6 +80,7 @@ func (s *session) onSnapshot(m *protocol.Message) error {
 		if err != nil {
 			e.log.Warn("local compaction failed; downloading the server's snapshot", "dataset", ds, "err", err)
 		} else {
+			e.Stats.CompactionMismatches.Add(1)
 			e.log.Warn("local compaction differs from the server's snapshot; downloading it", "dataset", ds, "local", local.SnapshotID, "server", man.SnapshotID)
 		}
 	}

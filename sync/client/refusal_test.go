@@ -55,7 +55,7 @@ func TestWrongTokenKeepsServing(t *testing.T) {
 	for _, tok := range []string{"", "es_wrong"} {
 		c := startComp(t, st, nil, client.Options{Server: r.hs.URL, Token: tok, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 		waitFor(t, 20*time.Second, "two refused attempts", func() bool {
-			return c.log.count("sync offline", "server refused the token (401)") >= 2
+			return c.eng.Metrics().Unauthorized >= 2
 		})
 		p := c.eng.Progress()
 		if p.Online || !errors.Is(p.Err, client.ErrUnauthorized) || p.LastError != client.ErrUnauthorized.Error() {
@@ -157,7 +157,7 @@ func TestMalformedFromServerKeepsServing(t *testing.T) {
 			if _, s2, q2, _ := st.State("stocks"); s2 != snap || q2 != seq {
 				t.Fatalf("state changed to %s seq %d", s2, q2)
 			}
-			if c.log.count("sync offline; reconnecting") == 0 {
+			if c.eng.Metrics().Reconnects == 0 {
 				t.Fatal("no reconnect logged")
 			}
 			c.stop()

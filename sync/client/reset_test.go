@@ -94,8 +94,8 @@ func TestResetDropsRecordsTheServerLost(t *testing.T) {
 	if _, err := st.Info("U"); err == nil {
 		t.Fatal("series U, which only the lost records had, is still served")
 	}
-	if n := c.log.count("discarded local records", "discarded=3", "server_seq=3"); n != 1 {
-		t.Fatalf("%d warnings naming 3 discarded records, want 1", n)
+	if m := c.eng.Metrics(); m.Resets != 1 || m.ResetDiscarded != 3 {
+		t.Fatalf("%d resets discarded %d records, want 1 discarding 3", m.Resets, m.ResetDiscarded)
 	}
 	if n := c.eng.Stats.DownloadRebases.Load(); n != 0 {
 		t.Fatalf("%d downloads; the snapshot is the same, none needed", n)

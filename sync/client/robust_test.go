@@ -347,7 +347,7 @@ func TestRebaseBothWays(t *testing.T) {
 		t.Fatalf("good companion: %d local rebases, %d downloads", good.eng.Stats.LocalRebases.Load(), good.eng.Stats.DownloadRebases.Load())
 	}
 	if bad.calls.Load() != 1 || mis.eng.Stats.LocalRebases.Load() != 0 || mis.eng.Stats.DownloadRebases.Load() != 2 ||
-		mis.log.count("local compaction differs from the server's snapshot; downloading it") != 1 {
+		mis.eng.Metrics().CompactionMismatches != 1 {
 		t.Fatalf("mismatching companion: %d compactions, %d local rebases, %d downloads", bad.calls.Load(), mis.eng.Stats.LocalRebases.Load(), mis.eng.Stats.DownloadRebases.Load())
 	}
 	// Both still live.

@@ -39,6 +39,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	ws, resp, err := e.opts.Dialer.DialContext(ctx, u.String(), h)
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			e.Stats.Unauthorized.Add(1)
 			return false, ErrUnauthorized
 		}
 		return false, err
@@ -120,11 +121,13 @@ func (s *session) watchdog() {
 			return
 		case <-t.C:
 			if !s.welcomed.Load() && time.Since(start) > welcome {
+				s.e.Stats.WelcomeTimeouts.Add(1)
 				s.e.log.Warn("no welcome from the server; reconnecting", "after", welcome)
 				s.ws.Close()
 				return
 			}
 			if s.downloading.Load() > 0 && time.Since(time.Unix(0, s.progressAt.Load())) > stall {
+				s.e.Stats.Stalls.Add(1)
 				s.e.log.Warn("download stalled: nothing of what was asked for arrived; reconnecting", "for", stall)
 				s.stalled.Store(true)
 				s.ws.Close()
@@ -273,6 +276,7 @@ func (s *session) run() (bool, error) {
 			return s.live, err
 		}
 		if err != nil {
+			e.Stats.Malformed.Add(1)
 			e.log.Warn("refusing malformed message from server", "err", err)
 			return s.live, err
 		}
@@ -399,6 +403,7 @@ func (s *session) onBinary(b []byte) error {
 		return err
 	}
 	if err != nil {
+		s.e.Stats.Malformed.Add(1)
 		s.e.log.Warn("refusing malformed frame from server", "err", err)
 		return err
 	}

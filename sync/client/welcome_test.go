@@ -86,7 +86,7 @@ func TestNoWelcomeReconnects(t *testing.T) {
 		_, id, _, err := st.State("stocks")
 		return err == nil && id != ""
 	})
-	if n := log.count("no welcome from the server"); n != 1 {
+	if n := eng.Metrics().WelcomeTimeouts; n != 1 {
 		t.Errorf("%d 'no welcome' warnings, want 1", n)
 	}
 	if n := conns.Load(); n < 2 {
