@@ -127,3 +127,44 @@ func TestSyncInitialLiveCompactReplace(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// A companion that restarts on a store that already holds everything the
+// server has gets an empty catch-up: its progress must still say seq =
+// the server's head and lag 0 (it used to keep seq 0 and a lag of the
+// head until the next record arrived).
+func TestProgressAfterEmptyCatchup(t *testing.T) {
+	srv, hs := newServer(t)
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Unix()
+	for i := range 5 {
+		if _, _, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: nov, Value: float64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := t.TempDir()
+	run := func(check func(*localcache.Store, *client.Engine)) {
+		st, err := localcache.Open(home, &localcache.Options{CompactRows: -1, CompactBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		eng := client.New(wiring.Sink{Store: st}, client.Options{Server: hs.URL, Name: t.Name(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { eng.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		check(st, eng)
+	}
+	run(func(st *localcache.Store, _ *client.Engine) {
+		eventually(t, "first sync to seq 5", func() bool { seq, err := st.LastSeq("stocks"); return err == nil && seq == 5 })
+	})
+	run(func(st *localcache.Store, eng *client.Engine) {
+		eventually(t, "live again", func() bool {
+			p := eng.Progress()
+			return p.Online && len(p.Datasets) == 1 && p.Datasets[0].State == client.StateLive
+		})
+		d := eng.Progress().Datasets[0]
+		if d.Seq != 5 || d.HeadSeq != 5 || d.Lag != 0 {
+			t.Fatalf("after an empty catch-up: seq %d, head %d, lag %d; want 5, 5, 0", d.Seq, d.HeadSeq, d.Lag)
+		}
+	})
+}

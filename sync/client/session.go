@@ -320,9 +320,21 @@ func (s *session) run() (bool, error) {
 				break // applyFailed set the state and the retry
 			}
 			s.caughtUp[m.Dataset] = true
+			// The store's seq, not only what this session applied: an
+			// empty catch-up (the store already had everything) applies
+			// nothing, and the progress would keep the seq it started with.
+			_, _, held, ok := e.sink.State(m.Dataset)
 			e.update(func(p *Progress, ds func(string) *DatasetProgress) {
 				d := ds(m.Dataset)
 				d.State = StateLive
+				if ok && held > d.Seq {
+					d.Seq = held
+				}
+				if d.HeadSeq > d.Seq {
+					d.Lag = d.HeadSeq - d.Seq
+				} else {
+					d.Lag = 0
+				}
 				p.LastSync, d.LastSync = time.Now(), time.Now()
 			})
 		case protocol.TFileEnd:
