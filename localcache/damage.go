@@ -22,23 +22,6 @@ import (
 // from the server) clears the damage. Nothing is deleted: the damaged
 // files stay for inspection until that install replaces them.
 
-// ErrDamaged is what every error about a damaged dataset wraps.
-var ErrDamaged = errors.New("dataset damaged")
-
-// DamageError says why a dataset is damaged. Err is usually a
-// *format.CorruptionError (errors.As finds it).
-type DamageError struct {
-	Dataset string
-	Err     error
-}
-
-func (e *DamageError) Error() string {
-	return fmt.Sprintf("dataset %s is damaged and must be re-installed: %v", e.Dataset, e.Err)
-}
-
-// Unwrap gives both ErrDamaged and the cause to errors.Is/As.
-func (e *DamageError) Unwrap() []error { return []error{ErrDamaged, e.Err} }
-
 // Health is the typed state of a dataset.
 type Health uint8
 

@@ -1,16 +1,11 @@
 package localcache
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
 	"strings"
 )
-
-// ErrFacetsStale is returned by Browse when the dataset's snapshot is no
-// longer the one its Facets were computed from: compute them again.
-var ErrFacetsStale = errors.New("facets are of an older snapshot")
 
 // FacetValue is one distinct value of a facet and how many series have it.
 type FacetValue struct {

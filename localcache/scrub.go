@@ -31,9 +31,6 @@ import (
 // DefaultScrubBytesPerSec is the scrub's read rate when Options leave it 0.
 const DefaultScrubBytesPerSec = 8 << 20
 
-// errScrubSkipped: the scrub could not read a file (no verdict).
-var errScrubSkipped = errors.New("scrub skipped")
-
 // scrubPiece is how much the scrub reads between two rate-limit checks.
 const scrubPiece = 256 << 10
 

@@ -1,17 +1,11 @@
 package localcache
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/energyscope/energyscope/localcache/delta"
 )
-
-// ErrBelowSnapshot is returned by Truncate when the records to drop are
-// already folded into the snapshot in service: only a snapshot from the
-// server (a download) can undo them.
-var ErrBelowSnapshot = errors.New("seq is below what the snapshot in service covers")
 
 // Truncate durably drops every delta record of the dataset with seq >
 // through and returns how many it dropped. A companion calls it when the

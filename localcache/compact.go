@@ -1,0 +1,279 @@
+package localcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sort"
+
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+)
+
+// Compact folds the dataset's delta into a new snapshot written with the
+// cook's code (format.WriteSorted, which writes what format.Write would),
+// publishes it beside the old one, moves CURRENT, swaps the read state,
+// then drops the write-ahead log segments the new snapshot covers. If any
+// step up to moving CURRENT fails, the call fails and the old state keeps
+// serving. Apply keeps working while the snapshot
+// is written; readers are never blocked. With nothing pending it returns
+// the current manifest and does nothing. The same base and delta always
+// give byte-identical data, index and hash files.
+func (s *Store) Compact(dataset string) (*format.Manifest, error) {
+	return s.CompactThrough(dataset, ^uint64(0))
+}
+
+// CompactThrough is Compact folding only the records with seq <= upTo
+// (records above stay pending). A companion uses it to rebuild exactly the
+// server's snapshot that covers upTo and compare SHA-256s.
+func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	d, err := s.Dataset(dataset)
+	if err != nil {
+		return nil, err
+	}
+	if de := d.damage.Load(); de != nil {
+		return nil, de
+	}
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+
+	// Freeze what to fold: everything applied so far (seq <= upTo).
+	d.wmu.Lock()
+	rs := d.cur.Load()
+	if rs == nil || !rs.snap.TryRef() {
+		d.wmu.Unlock()
+		return nil, ErrClosed
+	}
+	defer rs.snap.Unref()
+	pending, last := rs.delta.Snapshot()
+	if upTo >= last {
+		upTo = last
+	} else {
+		// Fold only a prefix: rebuild the pending series from it.
+		partial := delta.New(rs.snap, rs.snap.Manifest.CoversThroughSeq)
+		recs := rs.delta.Records(rs.snap.Manifest.CoversThroughSeq)
+		n := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > upTo })
+		partial.Apply(recs[:n])
+		pending, _ = partial.Snapshot()
+		if n > 0 {
+			upTo = recs[n-1].Seq
+		}
+	}
+	if upTo < rs.snap.Manifest.CoversThroughSeq {
+		d.wmu.Unlock()
+		return nil, fmt.Errorf("compact %s: seq %d is below the snapshot's %d", dataset, upTo, rs.snap.Manifest.CoversThroughSeq)
+	}
+	if len(pending) == 0 {
+		d.wmu.Unlock()
+		m := *rs.snap.Manifest
+		return &m, nil
+	}
+	// Records from here on go to a new segment, so the old ones can be
+	// deleted whole once the new snapshot is in place.
+	err = s.walReadyLocked(d, rs)
+	if err == nil {
+		err = d.wal.Rotate(last + 1) // records in (upTo, last] stay in the older segment
+	}
+	d.wmu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: rotate write-ahead log: %w", dataset, err)
+	}
+
+	base := rs.snap.Manifest
+	o := format.WriteOptions{Dataset: dataset, Epoch: base.Epoch, CoversThroughSeq: upTo}
+	fold := func(dir string) (*format.Manifest, error) {
+		// The base's columns are already sorted and normalized: copy them
+		// and merge in the pending series, which spares Write's sort.
+		st, err := foldSorted(rs.snap, pending)
+		if err != nil {
+			return nil, err
+		}
+		m, _, err := format.WriteSorted(dir, st, o)
+		if errors.Is(err, format.ErrNotSorted) {
+			s.opts.Logger.Warn("compaction: snapshot columns not in sorted form; rewriting from scratch", "dataset", dataset, "err", err)
+			t, ferr := foldTable(rs.snap, pending)
+			if ferr != nil {
+				return nil, ferr
+			}
+			m, _, err = format.Write(dir, t, o)
+		}
+		return m, err
+	}
+	m, err := s.writeSnapshot(d, func(dir string) (m *format.Manifest, err error) {
+		// The fold reads every byte of the base's mappings.
+		r := reading{d: d}
+		defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+		m, err = fold(dir)
+		return m, s.damagedIf(d, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", dataset, err)
+	}
+	if err := s.installPublished(d, m, false); err != nil {
+		return nil, fmt.Errorf("compact %s: %w", dataset, err)
+	}
+	return m, nil
+}
+
+// writeSnapshot writes a snapshot into a temporary directory and renames it into
+// snapshots/<id> (CURRENT is not touched).
+func (s *Store) writeSnapshot(d *Dataset, write func(dir string) (*format.Manifest, error)) (*format.Manifest, error) {
+	tmp, err := format.TempSnapshotDir(d.dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := write(tmp)
+	if err != nil {
+		return nil, err
+	}
+	if err := placeSnapshot(d.dir, tmp, m.SnapshotID); err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	return m, nil
+}
+
+// foldTable builds the rows of base + pending for format.Write: every
+// base series (its metadata overridden by the delta's latest, if any) and
+// every series only the delta has.
+func foldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) (*format.Table, error) {
+	n := snap.NumSeries()
+	rows := int(snap.Manifest.Rows)
+	for _, p := range pending {
+		rows += len(p.Points)
+	}
+	t := &format.Table{
+		Series:    make([]format.SeriesMeta, 0, n+len(pending)),
+		SeriesIdx: make([]uint32, 0, rows),
+		Period:    make([]int64, 0, rows),
+		Value:     make([]float64, 0, rows),
+	}
+	add := func(meta format.SeriesMeta, pts snapshot.Points) {
+		si := uint32(len(t.Series))
+		t.Series = append(t.Series, meta)
+		for i := 0; i < pts.Len(); i++ {
+			t.SeriesIdx = append(t.SeriesIdx, si)
+			t.Period = append(t.Period, pts.Unix(i))
+		}
+		t.Value = append(t.Value, pts.Values...)
+	}
+	for row := uint32(0); row < uint32(n); row++ {
+		meta, pts, err := foldSeries(snap, row, pending)
+		if err != nil {
+			return nil, err
+		}
+		add(meta, pts)
+	}
+	for _, id := range sortedKeys(pending) {
+		if _, ok := snap.Lookup(id); ok {
+			continue
+		}
+		p := pending[id]
+		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
+		overrideMeta(&meta, p)
+		add(meta, mergePoints(snapshot.Points{}, p.Points))
+	}
+	return t, nil
+}
+
+// foldSorted is foldTable in the sorted form format.WriteSorted takes:
+// the base's series in index order (which is id order) with their
+// columns copied as they are, the pending series merged in, and the
+// series only the delta has inserted at their place in id order.
+func foldSorted(snap *snapshot.Snapshot, pending map[string]*delta.Series) (*format.SortedTable, error) {
+	n := snap.NumSeries()
+	rows := int(snap.Manifest.Rows)
+	for _, p := range pending {
+		rows += len(p.Points)
+	}
+	var added []string // series only the delta has, sorted
+	for _, id := range sortedKeys(pending) {
+		if _, ok := snap.Lookup(id); !ok {
+			added = append(added, id)
+		}
+	}
+	pt := format.PeriodDate32
+	for row := uint32(0); row < uint32(n) && pt == format.PeriodDate32; row++ {
+		if snap.Frequency(row).Intraday() {
+			pt = format.PeriodTimestamp
+		}
+	}
+	for _, id := range added {
+		if pending[id].Freq.Intraday() {
+			pt = format.PeriodTimestamp
+		}
+	}
+	t := format.NewSortedTable(pt, n+len(added), rows)
+	add := func(meta format.SeriesMeta, pts snapshot.Points) {
+		t.AddSeries(meta)
+		if pts.Secs != nil {
+			t.AppendSecs(pts.Secs, pts.Values)
+		} else {
+			t.AppendDays(pts.Days, pts.Values)
+		}
+	}
+	addNew := func(id string) {
+		p := pending[id]
+		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
+		overrideMeta(&meta, p)
+		add(meta, mergePoints(snapshot.Points{}, p.Points))
+	}
+	next := 0 // into added
+	for row := uint32(0); row < uint32(n); row++ {
+		in := snap.Info(row)
+		for next < len(added) && added[next] < in.ID {
+			addNew(added[next])
+			next++
+		}
+		meta, pts, err := foldSeries(snap, row, pending)
+		if err != nil {
+			return nil, err
+		}
+		add(meta, pts)
+	}
+	for ; next < len(added); next++ {
+		addNew(added[next])
+	}
+	return t, nil
+}
+
+// foldSeries is base row row with its pending rows merged in and its
+// metadata overridden by the delta's latest. A base series that cannot be
+// read (a corrupt cold-tier block) fails the compaction: dropping its
+// points would lose data.
+func foldSeries(snap *snapshot.Snapshot, row uint32, pending map[string]*delta.Series) (format.SeriesMeta, snapshot.Points, error) {
+	in := snap.Info(row)
+	meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: snap.Frequency(row), Tier: in.Tier}
+	pts, err := snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
+	if err != nil {
+		return meta, pts, fmt.Errorf("read series %q of snapshot %s: %w", in.ID, snap.ID(), err)
+	}
+	if p := pending[in.ID]; p != nil {
+		overrideMeta(&meta, p)
+		pts = mergePoints(pts, p.Points)
+	}
+	return meta, pts, nil
+}
+
+// overrideMeta gives meta the delta's latest name, unit and source, if
+// the delta has any.
+func overrideMeta(meta *format.SeriesMeta, p *delta.Series) {
+	if p.Meta != nil {
+		meta.Name, meta.Unit, meta.Source = p.Meta.Name, p.Meta.Unit, p.Meta.Source
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

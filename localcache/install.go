@@ -1,0 +1,308 @@
+package localcache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/energyscope/energyscope/internal/fileutil"
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+)
+
+// placeSnapshot renames a finished temporary snapshot directory to its id
+// (or drops it if that snapshot is already there: same id, same bytes).
+func placeSnapshot(datasetDir, tmp, id string) error {
+	root := filepath.Join(datasetDir, format.SnapshotsDir)
+	final := filepath.Join(root, id)
+	if _, err := os.Stat(final); err == nil {
+		return os.RemoveAll(tmp)
+	}
+	return fileutil.Rename(tmp, final)
+}
+
+// installPublished opens the placed snapshot m, swaps it in with the delta
+// records it does not cover, moves CURRENT, trims the log and retires old
+// snapshots. newEpoch drops every pending record (a full replacement).
+// d.cmu is held.
+func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) error {
+	snap, err := snapshot.Open(filepath.Join(d.dir, format.SnapshotsDir, m.SnapshotID))
+	if err != nil {
+		return err
+	}
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	cur := d.cur.Load()
+	if cur == nil {
+		snap.Close()
+		return ErrClosed
+	}
+	covers := m.CoversThroughSeq
+	var recs []delta.Record
+	lastSeq := covers
+	if !newEpoch {
+		recs = cur.delta.Records(covers)
+	} else if l := cur.delta.LastSeq(); l > lastSeq {
+		// Sequence numbers keep increasing across epochs.
+		lastSeq = l
+	}
+	dl := delta.New(snap, lastSeq)
+	dl.Apply(recs)
+	if err := s.walReadyLocked(d, cur); err != nil {
+		snap.Close()
+		return fmt.Errorf("write-ahead log: %w", err)
+	}
+	if err := d.wal.Rotate(max(lastSeq, cur.delta.LastSeq()) + 1); err != nil {
+		snap.Close()
+		return fmt.Errorf("rotate write-ahead log: %w", err)
+	}
+	// CURRENT moves after the snapshot is in place and before the log is
+	// trimmed: a crash before this line restarts on the old snapshot with
+	// the full log, one after it on the new snapshot with the records it
+	// does not cover; both are the same state. It moves before the swap so
+	// that a failure leaves everything as it was: the old state keeps
+	// serving and the call fails (the swap itself cannot fail).
+	if err := format.WriteCurrent(d.dir, m.SnapshotID); err != nil {
+		snap.Close()
+		return fmt.Errorf("move CURRENT: %w", err)
+	}
+	old := cur.snap
+	// Hold the old snapshot until retireLocked has registered its deletion:
+	// with no reader left, the swap would release it first and the
+	// deletion would never run.
+	if old.TryRef() {
+		defer old.Unref()
+	}
+	d.swap(&readState{snap: snap, delta: dl})
+	d.lastSync.Store(time.Now().UnixNano())
+	s.scrubLater(d, snap)
+	dropThrough := covers
+	if newEpoch {
+		dropThrough = ^uint64(0)
+		// After CURRENT: a crash before this line restarts on the new
+		// snapshot with the old epoch's marker, and Open retires the log.
+		if err := writeEpochMarker(d.dir, m.Epoch, lastSeq); err != nil {
+			s.opts.Logger.Warn("write epoch marker", "dataset", d.name, "err", err)
+		}
+	}
+	if err := d.wal.DropThrough(dropThrough); err != nil {
+		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
+	}
+	s.retireLocked(d, m.SnapshotID, old)
+	if newEpoch {
+		go s.notify(d.name, nil) // every series may have changed
+	}
+	return nil
+}
+
+// retireLocked deletes snapshots beyond the retention count, newest kept
+// first. A replaced snapshot is deleted only after its last reader lets go
+// (Windows cannot delete an open file; elsewhere this keeps the directory
+// while it is mapped, for tools that inspect it). d.wmu is held.
+func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snapshot) {
+	if replaced != nil {
+		d.retired = append(d.retired, replaced)
+	}
+	defer func() {
+		d.retired = slices.DeleteFunc(d.retired, func(r *snapshot.Snapshot) bool { return r.Refs() <= 0 })
+	}()
+	root := filepath.Join(d.dir, format.SnapshotsDir)
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	type snapDir struct {
+		name    string
+		modTime time.Time
+	}
+	var others []snapDir
+	for _, e := range ents {
+		// Dot-named directories are unfinished: temporary snapshots (swept at
+		// open) and download staging (see StagingDir), not retired ones.
+		if !e.IsDir() || e.Name() == current || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		var mt time.Time
+		if fi, err := e.Info(); err == nil {
+			mt = fi.ModTime()
+		}
+		others = append(others, snapDir{e.Name(), mt})
+	}
+	// Newest first (directories are renamed into place when finished).
+	slices.SortFunc(others, func(a, b snapDir) int { return b.modTime.Compare(a.modTime) })
+	keep := s.opts.Keep - 1
+	if keep < 0 {
+		keep = 0
+	}
+	for i, o := range others {
+		if i < keep {
+			continue
+		}
+		name, dir := o.name, filepath.Join(root, o.name)
+		remove := func() {
+			if err := os.RemoveAll(dir); err != nil {
+				s.opts.Logger.Warn("delete retired snapshot", "dir", dir, "err", err)
+			}
+		}
+		i := slices.IndexFunc(d.retired, func(r *snapshot.Snapshot) bool { return r.ID() == name })
+		if i >= 0 && d.retired[i].TryRef() {
+			// Still mapped by a reader: delete when the last one lets go,
+			// unless the same snapshot is in service again by then.
+			r := d.retired[i]
+			r.OnClose(func() {
+				if cur := d.cur.Load(); cur != nil && cur.snap.ID() == name {
+					return
+				}
+				remove()
+			})
+			r.Unref()
+			continue
+		}
+		remove()
+	}
+}
+
+// Install swaps in a snapshot built elsewhere (downloaded from the server,
+// or compacted by another process). Every file is first checked against
+// the manifest's sizes and SHA-256; a snapshot that fails is refused and
+// the current one keeps serving. Delta records above the new snapshot's
+// covers_through_seq are kept. A snapshot of a later epoch (a full
+// replacement) drops all pending records. dir is copied into the store,
+// or moved when it is a dot-named staging directory directly under the
+// dataset's snapshots directory (see StagingDir).
+func (s *Store) Install(dataset, dir string) (*format.Manifest, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	m, err := format.ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	if m.Dataset != dataset {
+		return nil, fmt.Errorf("install: snapshot belongs to dataset %q, not %q", m.Dataset, dataset)
+	}
+	if err := format.VerifyFiles(dir, m); err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	// Installs of one name run one at a time, also for a dataset that does
+	// not exist yet (concurrent creations would race for CURRENT).
+	unlock := s.lockName(dataset)
+	defer unlock()
+	dsDir := s.DatasetDir(dataset)
+	d, derr := s.Dataset(dataset)
+	if derr != nil {
+		// Not opened yet (created or damaged by another process since the
+		// last Refresh): open it first, so that it is not taken for new.
+		if err := s.refreshDataset(dataset); err != nil && !errors.Is(err, ErrDamaged) {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		d, derr = s.Dataset(dataset)
+	}
+	if derr == nil {
+		d.cmu.Lock()
+		defer d.cmu.Unlock()
+		if d.damage.Load() != nil {
+			if err := s.installOverDamaged(d, dir, m); err != nil {
+				return nil, fmt.Errorf("install: %w", err)
+			}
+			return m, nil
+		}
+		cur := d.cur.Load()
+		if cur == nil {
+			return nil, ErrClosed
+		}
+		cm := cur.snap.Manifest
+		if m.Epoch < cm.Epoch || (m.Epoch == cm.Epoch && m.CoversThroughSeq < cm.CoversThroughSeq) {
+			return nil, fmt.Errorf("install: snapshot %s is older than %s in service", m.SnapshotID, cm.SnapshotID)
+		}
+		if m.SnapshotID == cm.SnapshotID {
+			return m, nil
+		}
+	}
+	tmp, err := s.stageCopy(dsDir, dir, m)
+	if err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	if derr != nil {
+		// A dataset new to this store.
+		if _, err := format.Publish(dsDir, tmp, m); err != nil {
+			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		if err := s.refreshDataset(dataset); err != nil {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		return m, nil
+	}
+	if err := placeSnapshot(dsDir, tmp, m.SnapshotID); err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	newEpoch := m.Epoch > d.cur.Load().snap.Manifest.Epoch
+	if err := s.installPublished(d, m, newEpoch); err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	return m, nil
+}
+
+// stageCopy brings dir's files into a temporary snapshot directory of the
+// dataset: by rename when dir already is one, else by copy (re-checking
+// nothing: VerifyFiles ran on the source and the copy is fsynced).
+func (s *Store) stageCopy(dsDir, dir string, m *format.Manifest) (string, error) {
+	root := filepath.Join(dsDir, format.SnapshotsDir)
+	if filepath.Dir(filepath.Clean(dir)) == filepath.Clean(root) && strings.HasPrefix(filepath.Base(dir), ".") {
+		return dir, nil // a staging directory of this dataset: rename it
+	}
+	tmp, err := format.TempSnapshotDir(dsDir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", err
+	}
+	names := []string{format.ManifestFile}
+	for _, f := range m.Files {
+		names = append(names, f.Name)
+	}
+	for _, n := range names {
+		if err := copyFileSync(filepath.Join(dir, n), filepath.Join(tmp, n)); err != nil {
+			os.RemoveAll(tmp)
+			return "", err
+		}
+	}
+	if err := format.SyncDir(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+func copyFileSync(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return fileutil.SyncClose(out)
+}
+
+// StagingDir is where a download of snapshot id for dataset should be
+// assembled so that Install can move it into place without copying. It is
+// not swept at open (so a download can resume); Install consumes it.
+func (s *Store) StagingDir(dataset, id string) string {
+	return filepath.Join(s.DatasetDir(dataset), format.SnapshotsDir, ".dl-"+id)
+}
