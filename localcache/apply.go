@@ -32,35 +32,35 @@ func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
 	if err := delta.Validate(batch); err != nil {
 		return 0, err
 	}
-	d.wmu.Lock()
+	d.mu.Lock()
 	rs := d.cur.Load()
 	if rs == nil {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, ErrClosed
 	}
 	last := rs.delta.LastSeq()
 	i := sort.Search(len(batch), func(i int) bool { return batch[i].Seq > last })
 	fresh := batch[i:]
 	if len(fresh) == 0 {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, nil
 	}
 	if err := s.walReadyLocked(d, rs); err != nil {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, fmt.Errorf("dataset %s: %w", dataset, err)
 	}
-	if err := d.wal.Append(fresh); err != nil {
-		d.wmu.Unlock()
+	if err := d.mu.wal.Append(fresh); err != nil {
+		d.mu.Unlock()
 		return 0, fmt.Errorf("dataset %s: %w", dataset, err)
 	}
 	n, err := s.applyGuarded(d, rs.delta, fresh)
 	if err != nil {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, err
 	}
 	d.lastSync.Store(time.Now().UnixNano())
 	_, rows, _, bytes := rs.delta.Stats()
-	d.wmu.Unlock()
+	d.mu.Unlock()
 	s.notify(dataset, fresh)
 
 	if (s.opts.CompactRows > 0 && rows >= s.opts.CompactRows) || (s.opts.CompactBytes > 0 && bytes >= s.opts.CompactBytes) {
@@ -87,14 +87,14 @@ func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
 // Every record acknowledged over rs's snapshot must be found on disk, and
 // nothing above the last one: otherwise the disk lost what it had
 // acknowledged, and the dataset is damaged (a companion re-downloads it)
-// rather than served with a log that disagrees with its reads. d.wmu is
+// rather than served with a log that disagrees with its reads. d.mu is
 // held.
 func (s *Store) walReadyLocked(d *Dataset, rs *readState) error {
-	if !d.wal.Failed() {
+	if !d.mu.wal.Failed() {
 		return nil
 	}
 	covers := rs.snap.Manifest.CoversThroughSeq
-	got, err := d.wal.Reopen(covers, s.opts.Logger)
+	got, err := d.mu.wal.Reopen(covers, s.opts.Logger)
 	if err != nil {
 		if errors.As(err, new(*delta.CorruptionError)) {
 			return s.markDamaged(d, err)
@@ -126,28 +126,28 @@ func (s *Store) walReadyLocked(d *Dataset, rs *readState) error {
 // after the batch is visible: it must be quick and must not call back
 // into the store's write methods. The returned func unregisters it.
 func (s *Store) Watch(fn func(dataset string, ids []string)) (cancel func()) {
-	s.watchMu.Lock()
-	defer s.watchMu.Unlock()
-	id := s.nextWatch
-	s.nextWatch++
-	if s.watchers == nil {
-		s.watchers = map[int]func(string, []string){}
+	s.watch.Lock()
+	defer s.watch.Unlock()
+	id := s.watch.next
+	s.watch.next++
+	if s.watch.fns == nil {
+		s.watch.fns = map[int]func(string, []string){}
 	}
-	s.watchers[id] = fn
+	s.watch.fns[id] = fn
 	return func() {
-		s.watchMu.Lock()
-		delete(s.watchers, id)
-		s.watchMu.Unlock()
+		s.watch.Lock()
+		delete(s.watch.fns, id)
+		s.watch.Unlock()
 	}
 }
 
 func (s *Store) notify(dataset string, recs []delta.Record) {
-	s.watchMu.Lock()
-	fns := make([]func(string, []string), 0, len(s.watchers))
-	for _, fn := range s.watchers {
+	s.watch.Lock()
+	fns := make([]func(string, []string), 0, len(s.watch.fns))
+	for _, fn := range s.watch.fns {
 		fns = append(fns, fn)
 	}
-	s.watchMu.Unlock()
+	s.watch.Unlock()
 	if len(fns) == 0 {
 		return
 	}

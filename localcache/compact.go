@@ -44,10 +44,10 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 	defer d.cmu.Unlock()
 
 	// Freeze what to fold: everything applied so far (seq <= upTo).
-	d.wmu.Lock()
+	d.mu.Lock()
 	rs := d.cur.Load()
 	if rs == nil || !rs.snap.TryRef() {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return nil, ErrClosed
 	}
 	defer rs.snap.Unref()
@@ -66,11 +66,11 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 		}
 	}
 	if upTo < rs.snap.Manifest.CoversThroughSeq {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return nil, fmt.Errorf("compact %s: seq %d is below the snapshot's %d", dataset, upTo, rs.snap.Manifest.CoversThroughSeq)
 	}
 	if len(pending) == 0 {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		m := *rs.snap.Manifest
 		return &m, nil
 	}
@@ -78,9 +78,9 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 	// deleted whole once the new snapshot is in place.
 	err = s.walReadyLocked(d, rs)
 	if err == nil {
-		err = d.wal.Rotate(last + 1) // records in (upTo, last] stay in the older segment
+		err = d.mu.wal.Rotate(last + 1) // records in (upTo, last] stay in the older segment
 	}
-	d.wmu.Unlock()
+	d.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: rotate write-ahead log: %w", dataset, err)
 	}

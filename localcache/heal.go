@@ -30,9 +30,9 @@ const DamagedPrefix = ".damaged-"
 // above every seq seen before. d.cmu and the name lock are held.
 func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) error {
 	// Writers of a damaged dataset are refused and readers never take
-	// wmu: holding it throughout costs nobody.
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
+	// d.mu: holding it throughout costs nobody.
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if s.isClosed.Load() {
 		return ErrClosed
 	}
@@ -47,9 +47,9 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 		// The records come from the log on disk, not from the delta in
 		// memory: a fault may have stopped an Apply half way, and an
 		// earlier heal may have dropped the state.
-		if d.wal != nil {
-			d.wal.Close()
-			d.wal = nil
+		if d.mu.wal != nil {
+			d.mu.wal.Close()
+			d.mu.wal = nil
 		}
 		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger)
 		if err != nil {
@@ -70,7 +70,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 			}
 			mkErr = errors.New("write-ahead log was unreadable")
 		}
-		d.wal, recs = w, r
+		d.mu.wal, recs = w, r
 	}
 	for _, r := range recs {
 		floor = max(floor, r.Seq)
@@ -117,7 +117,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	}
 
 	covers := m.CoversThroughSeq
-	keep := !d.lostCurrent && mkErr == nil && mk.ok && mk.epoch == m.Epoch
+	keep := !d.mu.lostCurrent && mkErr == nil && mk.ok && mk.epoch == m.Epoch
 	last := covers
 	var kept []delta.Record
 	if keep {
@@ -137,7 +137,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	}
 	dl := delta.New(snap, last)
 	dl.Apply(kept)
-	if err := d.wal.Rotate(max(last, floor, dl.LastSeq()) + 1); err != nil {
+	if err := d.mu.wal.Rotate(max(last, floor, dl.LastSeq()) + 1); err != nil {
 		snap.Close()
 		return fmt.Errorf("rotate write-ahead log: %w", err)
 	}
@@ -158,14 +158,14 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 		}
 	}
 	d.swap(&readState{snap: snap, delta: dl})
-	d.lostCurrent = false
+	d.mu.lostCurrent = false
 	d.damage.Store(nil)
 	d.lastSync.Store(time.Now().UnixNano())
 	dropThrough := covers
 	if !keep {
 		dropThrough = last
 	}
-	if err := d.wal.DropThrough(dropThrough); err != nil {
+	if err := d.mu.wal.DropThrough(dropThrough); err != nil {
 		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
 	}
 	s.retireLocked(d, m.SnapshotID, old)

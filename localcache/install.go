@@ -36,8 +36,8 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 	if err != nil {
 		return err
 	}
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	cur := d.cur.Load()
 	if cur == nil {
 		snap.Close()
@@ -58,7 +58,7 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 		snap.Close()
 		return fmt.Errorf("write-ahead log: %w", err)
 	}
-	if err := d.wal.Rotate(max(lastSeq, cur.delta.LastSeq()) + 1); err != nil {
+	if err := d.mu.wal.Rotate(max(lastSeq, cur.delta.LastSeq()) + 1); err != nil {
 		snap.Close()
 		return fmt.Errorf("rotate write-ahead log: %w", err)
 	}
@@ -91,7 +91,7 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 			s.opts.Logger.Warn("write epoch marker", "dataset", d.name, "err", err)
 		}
 	}
-	if err := d.wal.DropThrough(dropThrough); err != nil {
+	if err := d.mu.wal.DropThrough(dropThrough); err != nil {
 		s.opts.Logger.Warn("trim write-ahead log", "dataset", d.name, "err", err)
 	}
 	s.retireLocked(d, m.SnapshotID, old)
@@ -104,13 +104,13 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 // retireLocked deletes snapshots beyond the retention count, newest kept
 // first. A replaced snapshot is deleted only after its last reader lets go
 // (Windows cannot delete an open file; elsewhere this keeps the directory
-// while it is mapped, for tools that inspect it). d.wmu is held.
+// while it is mapped, for tools that inspect it). d.mu is held.
 func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snapshot) {
 	if replaced != nil {
-		d.retired = append(d.retired, replaced)
+		d.mu.retired = append(d.mu.retired, replaced)
 	}
 	defer func() {
-		d.retired = slices.DeleteFunc(d.retired, func(r *snapshot.Snapshot) bool { return r.Refs() <= 0 })
+		d.mu.retired = slices.DeleteFunc(d.mu.retired, func(r *snapshot.Snapshot) bool { return r.Refs() <= 0 })
 	}()
 	root := filepath.Join(d.dir, format.SnapshotsDir)
 	ents, err := os.ReadDir(root)
@@ -150,11 +150,11 @@ func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snap
 				s.opts.Logger.Warn("delete retired snapshot", "dir", dir, "err", err)
 			}
 		}
-		i := slices.IndexFunc(d.retired, func(r *snapshot.Snapshot) bool { return r.ID() == name })
-		if i >= 0 && d.retired[i].TryRef() {
+		i := slices.IndexFunc(d.mu.retired, func(r *snapshot.Snapshot) bool { return r.ID() == name })
+		if i >= 0 && d.mu.retired[i].TryRef() {
 			// Still mapped by a reader: delete when the last one lets go,
 			// unless the same snapshot is in service again by then.
-			r := d.retired[i]
+			r := d.mu.retired[i]
 			r.OnClose(func() {
 				if cur := d.cur.Load(); cur != nil && cur.snap.ID() == name {
 					return

@@ -147,11 +147,11 @@ func (sc *scrubber) run() {
 			s.opts.Logger.Warn("scrub could not read a snapshot", "dataset", j.d.name, "snapshot", j.snap.ID(), "err", err)
 		} else if err != nil && !errors.Is(err, context.Canceled) {
 			s.metrics.scrubFailures.Add(1)
-			j.d.wmu.Lock()
+			j.d.mu.Lock()
 			if cur := j.d.cur.Load(); cur != nil && cur.snap == j.snap {
 				s.markDamaged(j.d, fmt.Errorf("scrub of snapshot %s: %w", j.snap.ID(), err))
 			}
-			j.d.wmu.Unlock()
+			j.d.mu.Unlock()
 		} else if err == nil {
 			s.metrics.scrubSnapshots.Add(1)
 		}

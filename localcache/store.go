@@ -80,25 +80,36 @@ type Store struct {
 	home string
 	opts Options
 
-	mu       sync.RWMutex // guards datasets, names, closed
-	datasets map[string]*Dataset
-	names    []string // sorted keys of datasets
-	closed   bool
-	// list is datasets in names order, copy-on-write; isClosed mirrors
-	// closed. Both are read without mu on the lookup path.
+	// mu guards the set of datasets and the closed flag. Writers of the
+	// set (refreshDataset, Close) take it exclusively; Dataset and
+	// DatasetNames share it.
+	mu struct {
+		sync.RWMutex
+		datasets map[string]*Dataset
+		names    []string // sorted keys of datasets
+		closed   bool
+	}
+	// list is mu.datasets in mu.names order, copy-on-write; isClosed
+	// mirrors mu.closed. Both are read without mu on the lookup path.
 	list     atomic.Pointer[[]*Dataset]
 	isClosed atomic.Bool
 	lock     *flock.Lock // held by a writable store
 
-	watchMu   sync.Mutex // guards watchers, nextWatch
-	watchers  map[int]func(dataset string, ids []string)
-	nextWatch int
+	// watch guards the callbacks registered by Watch.
+	watch struct {
+		sync.Mutex
+		fns  map[int]func(dataset string, ids []string)
+		next int // id of the next registration
+	}
 
-	// nameMu serializes, per dataset name, the operations that create or
-	// replace a dataset's snapshot (Install, the first open of a dataset
-	// by Refresh), including for names that do not exist yet.
-	nameMuMu sync.Mutex
-	nameMu   map[string]*sync.Mutex
+	// nameLocks guards m, the per-name mutexes that serialize the
+	// operations that create or replace a dataset's snapshot (Install,
+	// the first open of a dataset by Refresh), including for names that
+	// do not exist yet (see lockName).
+	nameLocks struct {
+		sync.Mutex
+		m map[string]*sync.Mutex
+	}
 
 	metrics storeMetrics
 	scrub   *scrubber // nil when disabled or read-only
@@ -107,16 +118,16 @@ type Store struct {
 // lockName takes the per-name install lock of dataset name and returns
 // its unlock.
 func (s *Store) lockName(name string) func() {
-	s.nameMuMu.Lock()
-	if s.nameMu == nil {
-		s.nameMu = map[string]*sync.Mutex{}
+	s.nameLocks.Lock()
+	if s.nameLocks.m == nil {
+		s.nameLocks.m = map[string]*sync.Mutex{}
 	}
-	m := s.nameMu[name]
+	m := s.nameLocks.m[name]
 	if m == nil {
 		m = new(sync.Mutex)
-		s.nameMu[name] = m
+		s.nameLocks.m[name] = m
 	}
-	s.nameMuMu.Unlock()
+	s.nameLocks.Unlock()
 	m.Lock()
 	return m.Unlock
 }
@@ -127,27 +138,31 @@ type Dataset struct {
 	dir  string
 	cur  atomic.Pointer[readState] // the state in service; holds one reference on its snapshot
 
-	// wmu serializes writers (Apply, the swap of Compact and Install,
-	// Refresh); readers never take it. It guards wal.
-	wmu sync.Mutex
-	wal *delta.WAL
+	// mu serializes writers (Apply, the swap of Compact and Install,
+	// Refresh, Truncate); readers never take it. It guards the fields
+	// of the struct.
+	mu struct {
+		sync.Mutex
+		wal *delta.WAL
+		// retired holds replaced snapshots that readers may still map, so
+		// that retention deletes their directories only once the last
+		// reader lets go.
+		retired []*snapshot.Snapshot
+		// lostCurrent: the dataset was found without a readable CURRENT,
+		// so the epoch of its write-ahead log records is unknown.
+		lostCurrent bool
+	}
 	// cmu serializes compactions and installs, which run mostly outside
-	// wmu so that Apply keeps flowing while a snapshot is written.
+	// mu so that Apply keeps flowing while a snapshot is written. It
+	// guards no field; it is taken before mu.
 	cmu        sync.Mutex
 	compacting atomic.Bool
 	lastSync   atomic.Int64 // unix nanos of the last Apply or Install
-	// retired holds replaced snapshots that readers may still map, so that
-	// retention deletes their directories only once the last reader lets
-	// go. Guarded by wmu.
-	retired []*snapshot.Snapshot
 
 	// damage is non-nil while the dataset is damaged (see damage.go);
 	// readers check it before they touch the read state. cur may be nil
 	// then (nothing could be opened) or the state that faulted.
 	damage atomic.Pointer[DamageError]
-	// lostCurrent: the dataset was found without a readable CURRENT, so
-	// the epoch of its write-ahead log records is unknown. Guarded by wmu.
-	lostCurrent bool
 }
 
 // readState is what a reader sees: a snapshot and the delta over it.
@@ -197,7 +212,8 @@ func (d *Dataset) swap(rs *readState) {
 // (see Damaged, Status) and refuses lookups, while the others serve; it
 // is never served half-checked.
 func Open(home string, opts *Options) (*Store, error) {
-	s := &Store{home: home, opts: opts.withDefaults(), datasets: map[string]*Dataset{}}
+	s := &Store{home: home, opts: opts.withDefaults()}
+	s.mu.datasets = map[string]*Dataset{}
 	if !s.opts.ReadOnly {
 		// One writer per home: the write-ahead logs and compactions assume
 		// it. Readers (ReadOnly) need no lock.
@@ -272,25 +288,25 @@ func (s *Store) refreshDataset(name string) error {
 		err = &format.CorruptionError{File: format.CurrentFile, Offset: -1, Err: errors.New("missing, but the dataset has a write-ahead log")}
 	}
 	s.mu.Lock()
-	if s.closed {
+	if s.mu.closed {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	d := s.datasets[name]
+	d := s.mu.datasets[name]
 	if d == nil {
 		d = &Dataset{name: name, dir: dir}
 	}
 	s.mu.Unlock()
 
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if err != nil {
 		if d.cur.Load() != nil {
 			// Still serving what it opened: report, keep serving.
 			return fmt.Errorf("dataset %s: %w", name, err)
 		}
 		if lost || errors.As(err, new(*format.CorruptionError)) {
-			d.lostCurrent = true
+			d.mu.lostCurrent = true
 		}
 		return s.registerDamagedLocked(d, err)
 	}
@@ -307,7 +323,7 @@ func (s *Store) refreshDataset(name string) error {
 			s.opts.Logger.Warn("removed unfinished snapshots left by a crash", "dataset", name, "count", n)
 		}
 	}
-	fresh := d.wal == nil
+	fresh := d.mu.wal == nil
 	rs, err := s.openStateLocked(d, id)
 	// A read-only store reads files a writer in another process replaces:
 	// the writer moves CURRENT and only then drops the log segments and
@@ -322,7 +338,7 @@ func (s *Store) refreshDataset(name string) error {
 		if err == nil {
 			rs.snap.Close()
 		}
-		d.wal, id = nil, now
+		d.mu.wal, id = nil, now
 		rs, err = s.openStateLocked(d, id)
 	}
 	if err != nil {
@@ -335,13 +351,13 @@ func (s *Store) refreshDataset(name string) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.mu.closed {
 		snap.Close()
 		return ErrClosed
 	}
 	s.registerLocked(d)
 	d.swap(rs)
-	d.lostCurrent = false
+	d.mu.lostCurrent = false
 	if d.damage.Swap(nil) != nil {
 		s.opts.Logger.Info("damaged dataset serves again", "dataset", name, "snapshot", snap.ID())
 	}
@@ -352,25 +368,25 @@ func (s *Store) refreshDataset(name string) error {
 // registerLocked adds d to the store's datasets if it is new. s.mu is
 // held.
 func (s *Store) registerLocked(d *Dataset) {
-	if s.datasets[d.name] != nil {
+	if s.mu.datasets[d.name] != nil {
 		return
 	}
-	s.datasets[d.name] = d
-	s.names = append(s.names, d.name)
-	sort.Strings(s.names)
-	list := make([]*Dataset, len(s.names))
-	for i, n := range s.names {
-		list[i] = s.datasets[n]
+	s.mu.datasets[d.name] = d
+	s.mu.names = append(s.mu.names, d.name)
+	sort.Strings(s.mu.names)
+	list := make([]*Dataset, len(s.mu.names))
+	for i, n := range s.mu.names {
+		list[i] = s.mu.datasets[n]
 	}
 	s.list.Store(&list)
 }
 
 // registerDamagedLocked lists d as damaged by cause: it is reported, and
-// refuses lookups, but does not fail Open or Refresh. d.wmu is held.
+// refuses lookups, but does not fail Open or Refresh. d.mu is held.
 func (s *Store) registerDamagedLocked(d *Dataset, cause error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.mu.closed {
 		return ErrClosed
 	}
 	s.registerLocked(d)
@@ -391,7 +407,7 @@ func hadLife(dir string) bool {
 	return false
 }
 
-// openStateLocked opens snapshot id of d and the delta over it. d.wmu is
+// openStateLocked opens snapshot id of d and the delta over it. d.mu is
 // held.
 func (s *Store) openStateLocked(d *Dataset, id string) (*readState, error) {
 	snap, err := snapshot.Open(filepath.Join(d.dir, format.SnapshotsDir, id))
@@ -420,12 +436,12 @@ func (s *Store) openStateLocked(d *Dataset, id string) (*readState, error) {
 
 // openDeltaLocked opens the dataset's write-ahead log (once) and replays
 // the records above what snap covers into a fresh delta, unless they
-// belong to another epoch (see epoch.go). d.wmu is held.
+// belong to another epoch (see epoch.go). d.mu is held.
 func (s *Store) openDeltaLocked(d *Dataset, snap *snapshot.Snapshot) (*readState, error) {
 	covers := snap.Manifest.CoversThroughSeq
 	last := covers
 	var recs []delta.Record
-	if d.wal == nil {
+	if d.mu.wal == nil {
 		mk, err := readEpochMarker(d.dir)
 		if err != nil {
 			return nil, err
@@ -442,7 +458,7 @@ func (s *Store) openDeltaLocked(d *Dataset, snap *snapshot.Snapshot) (*readState
 		if err != nil {
 			return nil, fmt.Errorf("open write-ahead log: %w", err)
 		}
-		d.wal, recs = w, r
+		d.mu.wal, recs = w, r
 		if retire {
 			for _, r := range recs {
 				last = max(last, r.Seq)
@@ -475,16 +491,16 @@ func (s *Store) openDeltaLocked(d *Dataset, snap *snapshot.Snapshot) (*readState
 
 // retireWALLocked makes every record of d's log with seq <= floor history:
 // the marker first (from then on nothing at or below floor is replayed),
-// then a fresh segment above floor, then the old segments go. d.wmu is
+// then a fresh segment above floor, then the old segments go. d.mu is
 // held.
 func (s *Store) retireWALLocked(d *Dataset, epoch, floor uint64) error {
 	if err := writeEpochMarker(d.dir, epoch, floor); err != nil {
 		return fmt.Errorf("write %s: %w", EpochFile, err)
 	}
-	if err := d.wal.Rotate(floor + 1); err != nil {
+	if err := d.mu.wal.Rotate(floor + 1); err != nil {
 		return fmt.Errorf("rotate write-ahead log: %w", err)
 	}
-	if err := d.wal.DropThrough(floor); err != nil {
+	if err := d.mu.wal.DropThrough(floor); err != nil {
 		s.opts.Logger.Warn("drop retired write-ahead log segments", "dataset", d.name, "err", err)
 	}
 	return nil
@@ -495,24 +511,24 @@ func (s *Store) retireWALLocked(d *Dataset, epoch, floor uint64) error {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.mu.closed {
 		return nil
 	}
-	s.closed = true
+	s.mu.closed = true
 	s.isClosed.Store(true)
 	if s.scrub != nil {
 		s.scrub.stop() // it takes no s.mu: no deadlock
 	}
 	var errs []error
-	for _, d := range s.datasets {
+	for _, d := range s.mu.datasets {
 		d.cmu.Lock() // let a running compaction finish
-		d.wmu.Lock()
+		d.mu.Lock()
 		d.swap(nil)
-		if d.wal != nil {
-			errs = append(errs, d.wal.Close())
-			d.wal = nil
+		if d.mu.wal != nil {
+			errs = append(errs, d.mu.wal.Close())
+			d.mu.wal = nil
 		}
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		d.cmu.Unlock()
 	}
 	errs = append(errs, s.lock.Unlock())
@@ -523,17 +539,17 @@ func (s *Store) Close() error {
 func (s *Store) DatasetNames() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return slices.Clone(s.names)
+	return slices.Clone(s.mu.names)
 }
 
 // Dataset returns the named dataset.
 func (s *Store) Dataset(name string) (*Dataset, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
+	if s.mu.closed {
 		return nil, ErrClosed
 	}
-	d := s.datasets[name]
+	d := s.mu.datasets[name]
 	if d == nil {
 		return nil, fmt.Errorf("%w: %q", ErrNoDataset, name)
 	}
@@ -591,11 +607,11 @@ func (s *Store) Status() ([]DatasetStatus, error) {
 		}
 		st.Manifest, st.Dir, st.Seq = *rs.snap.Manifest, rs.snap.Dir, rs.delta.LastSeq()
 		st.DeltaSeries, st.DeltaRows, st.DeltaRecords, _ = rs.delta.Stats()
-		d.wmu.Lock()
-		if d.wal != nil {
-			st.WALBytes = d.wal.Size()
+		d.mu.Lock()
+		if d.mu.wal != nil {
+			st.WALBytes = d.mu.wal.Size()
 		}
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		st.LastSync = d.lastSync.Load()
 		rs.snap.Unref()
 		out = append(out, st)

@@ -34,40 +34,40 @@ func (s *Store) Truncate(dataset string, through uint64) (int, error) {
 	// No compaction may fold the records being dropped meanwhile.
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
-	d.wmu.Lock()
+	d.mu.Lock()
 	rs := d.cur.Load()
 	if rs == nil {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, ErrClosed
 	}
 	last := rs.delta.LastSeq()
 	if through >= last {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, nil
 	}
 	covers := rs.snap.Manifest.CoversThroughSeq
 	if through < covers {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, fmt.Errorf("truncate %s through seq %d: %w (snapshot %s covers through %d)", dataset, through, ErrBelowSnapshot, rs.snap.ID(), covers)
 	}
 	recs := rs.delta.Records(covers)
 	n := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > through })
 	keep := recs[:n]
 	if err := s.walReadyLocked(d, rs); err != nil {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, fmt.Errorf("truncate %s through seq %d: %w", dataset, through, err)
 	}
-	if err := d.wal.Replace(keep, through+1); err != nil {
-		d.wmu.Unlock()
+	if err := d.mu.wal.Replace(keep, through+1); err != nil {
+		d.mu.Unlock()
 		return 0, fmt.Errorf("truncate %s through seq %d: %w", dataset, through, err)
 	}
 	dl := delta.New(rs.snap, covers)
 	if _, err := s.applyGuarded(d, dl, keep); err != nil {
-		d.wmu.Unlock()
+		d.mu.Unlock()
 		return 0, err
 	}
 	d.swap(&readState{snap: rs.snap, delta: dl}) // the same snapshot: its reference carries over
-	d.wmu.Unlock()
+	d.mu.Unlock()
 	s.notify(dataset, nil) // the dropped records' series changed
 	return len(recs) - n, nil
 }
