@@ -1,0 +1,303 @@
+// Package wsconn is the one writer of a gorilla/websocket connection:
+// a bounded outbound queue drained by a single goroutine (gorilla allows
+// one concurrent writer), a write deadline on every message, a ping every
+// interval with the read deadline pushed forward by each pong, a close
+// frame carrying a reason, and a Close that waits for the writer to end.
+//
+// A consumer that does not keep up is never buffered without bound: Send
+// does not block and reports a *SlowConsumerError when the queue is full,
+// and the caller cuts the connection with the reason of its choice (the
+// code and text are part of each caller's wire contract). SendWait is the
+// blocking lane for producers that should be held back instead (a file
+// transfer, a client's own requests).
+//
+// What it is not: it does not read. The caller keeps its read loop and
+// calls Touch after each message it reads; the connection's handshake,
+// read limits and message formats stay with the caller.
+//
+// It sits under internal/ as a leaf that imports only the standard
+// library and gorilla/websocket, so that server/hub, sync/client and
+// functions/bridge (which may import only functions, the standard library
+// and its own dependencies) can all use it without an upward or sideways
+// import in ARCHITECTURE.md's graph.
+package wsconn
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// ErrClosed is returned by Send and SendWait once the connection is
+// closing.
+var ErrClosed = errors.New("wsconn: connection closed")
+
+// SlowConsumerError is Send's answer when the outbound queue is full:
+// the peer is not reading as fast as it is sent to.
+type SlowConsumerError struct {
+	Queued int // messages in the queue when it was found full
+}
+
+func (e *SlowConsumerError) Error() string {
+	return fmt.Sprintf("slow consumer: %d messages queued", e.Queued)
+}
+
+// Reason says why a connection ended. Code and Text go into the close
+// frame (Text truncated to what a control frame can hold); Err, if set,
+// is the cause (a *SlowConsumerError, a write error).
+type Reason struct {
+	Code int
+	Text string
+	Err  error
+}
+
+// Options for New. The zero value of a field means its default.
+type Options struct {
+	// Queue bounds the outbound queue; default 64.
+	Queue int
+	// WriteTimeout is the deadline of each message and ping; default 15 s.
+	WriteTimeout time.Duration
+	// PingInterval between pings; default 25 s; negative: no pings.
+	PingInterval time.Duration
+	// ReadTimeout, if positive, is the read deadline that New sets and
+	// that every pong and every Touch pushes forward: a peer that answers
+	// neither messages nor pings for this long is gone.
+	ReadTimeout time.Duration
+	// CloseTimeout bounds the close: the queued messages still unwritten
+	// and the close frame share this deadline; default 1 s.
+	CloseTimeout time.Duration
+	// Written, if set, is called by the writer after each message with
+	// its length and the write's error.
+	Written func(n int, err error)
+}
+
+func (o *Options) ensureDefaults() {
+	if o.Queue <= 0 {
+		o.Queue = 64
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 15 * time.Second
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = 25 * time.Second
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = time.Second
+	}
+}
+
+type frame struct {
+	kind int
+	data []byte
+	sent func() // if set, called once the frame was written or dropped
+}
+
+// Conn owns the writing side of ws. Its methods are safe for concurrent
+// use.
+type Conn struct {
+	ws   *websocket.Conn
+	opts Options
+	q    chan frame
+	quit chan struct{} // closed by the first Close
+	done chan struct{} // closed when the writer has ended and ws is closed
+	once sync.Once
+	why  atomic.Pointer[Reason] // set once, before quit closes
+	// closeBy (unix ns) is the deadline of everything written once Close
+	// was called; set before quit closes.
+	closeBy atomic.Int64
+}
+
+// New starts the writer of ws. ws must not be written to by anyone else
+// from now on, except through the returned Conn.
+func New(ws *websocket.Conn, o Options) *Conn {
+	o.ensureDefaults()
+	c := &Conn{ws: ws, opts: o, q: make(chan frame, o.Queue), quit: make(chan struct{}), done: make(chan struct{})}
+	if o.ReadTimeout > 0 {
+		c.Touch()
+		ws.SetPongHandler(func(string) error { c.Touch(); return nil })
+	}
+	go c.run()
+	return c
+}
+
+// Touch pushes the read deadline forward (after a message was read).
+// It does nothing without Options.ReadTimeout.
+func (c *Conn) Touch() {
+	if c.opts.ReadTimeout > 0 {
+		c.ws.SetReadDeadline(time.Now().Add(c.opts.ReadTimeout))
+	}
+}
+
+// Send queues a message without blocking. A full queue returns a
+// *SlowConsumerError (the message is dropped; the caller decides how to
+// close); a closing connection returns ErrClosed.
+func (c *Conn) Send(kind int, data []byte) error {
+	select {
+	case <-c.quit:
+		return ErrClosed
+	default:
+	}
+	select {
+	case c.q <- frame{kind: kind, data: data}:
+		return nil
+	default:
+		return &SlowConsumerError{Queued: len(c.q)}
+	}
+}
+
+// SendWait queues a message, waiting for room until stop closes (stop
+// may be nil) or the connection closes. sent, if not nil, is called
+// once the message was written or dropped (to recycle its buffer).
+func (c *Conn) SendWait(kind int, data []byte, sent func(), stop <-chan struct{}) error {
+	select {
+	case <-c.quit:
+		return ErrClosed
+	default:
+	}
+	select {
+	case c.q <- frame{kind: kind, data: data, sent: sent}:
+		return nil
+	case <-c.quit:
+		return ErrClosed
+	case <-stop:
+		return ErrClosed
+	}
+}
+
+// Close ends the connection once with reason r: the writer writes what
+// is already queued and the close frame within Options.CloseTimeout,
+// then closes the socket. A write in flight to a peer that does not read
+// is cut at the same deadline, so a shutdown is not held up for a whole
+// WriteTimeout. Later calls do nothing. Close does not wait; see Wait
+// and Shutdown.
+func (c *Conn) Close(r Reason) {
+	c.once.Do(func() {
+		by := time.Now().Add(c.opts.CloseTimeout)
+		c.closeBy.Store(by.UnixNano())
+		c.why.Store(&r)
+		close(c.quit)
+		// net.Conn's deadlines may be set from any goroutine (gorilla's
+		// may not): this bounds the writer's current write.
+		c.ws.UnderlyingConn().SetWriteDeadline(by)
+	})
+}
+
+// Shutdown is Close followed by Wait.
+func (c *Conn) Shutdown(r Reason) {
+	c.Close(r)
+	<-c.done
+}
+
+// Wait returns once the writer has ended and the socket is closed.
+func (c *Conn) Wait() { <-c.done }
+
+// Done is closed once the writer has ended and the socket is closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Closing is closed once the connection started closing.
+func (c *Conn) Closing() <-chan struct{} { return c.quit }
+
+// Reason is why the connection ended (the first Close, or the write
+// error that ended it); ok is false while it is open.
+func (c *Conn) Reason() (r Reason, ok bool) {
+	if p := c.why.Load(); p != nil {
+		return *p, true
+	}
+	return Reason{}, false
+}
+
+func (c *Conn) write(f frame, deadline time.Time) error {
+	if by := c.closeBy.Load(); by != 0 && deadline.UnixNano() > by {
+		deadline = time.Unix(0, by)
+	}
+	c.ws.SetWriteDeadline(deadline)
+	err := c.ws.WriteMessage(f.kind, f.data)
+	if f.sent != nil {
+		f.sent()
+	}
+	if c.opts.Written != nil {
+		c.opts.Written(len(f.data), err)
+	}
+	return err
+}
+
+func (c *Conn) run() {
+	defer close(c.done)
+	defer c.ws.Close()
+	var tick <-chan time.Time
+	if c.opts.PingInterval > 0 {
+		t := time.NewTicker(c.opts.PingInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case f := <-c.q:
+			if err := c.write(f, time.Now().Add(c.opts.WriteTimeout)); err != nil {
+				c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: "write: " + err.Error(), Err: err})
+				c.drop()
+				return
+			}
+		case <-tick:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.opts.WriteTimeout)); err != nil {
+				c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: "ping: " + err.Error(), Err: err})
+				c.drop()
+				return
+			}
+		case <-c.quit:
+			c.closing()
+			return
+		}
+	}
+}
+
+// closing writes what is queued, then the close frame, under one
+// deadline.
+func (c *Conn) closing() {
+	deadline := time.Unix(0, c.closeBy.Load())
+	for {
+		select {
+		case f := <-c.q:
+			if err := c.write(f, deadline); err != nil {
+				c.drop()
+				return
+			}
+			continue
+		default:
+		}
+		break
+	}
+	r, _ := c.Reason()
+	code := r.Code
+	if code == 0 || code == websocket.CloseAbnormalClosure || code == websocket.CloseNoStatusReceived {
+		code = websocket.CloseNormalClosure
+	}
+	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncate(r.Text, 120)), deadline)
+}
+
+// drop releases what is still queued, unwritten.
+func (c *Conn) drop() {
+	for {
+		select {
+		case f := <-c.q:
+			if f.sent != nil {
+				f.sent()
+			}
+		default:
+			return
+		}
+	}
+}
+
+// truncate keeps a close reason within a control frame (125 bytes, 2 of
+// them the code).
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
