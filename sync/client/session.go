@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/energyscope/energyscope/internal/wsconn"
 	"github.com/energyscope/energyscope/sync/protocol"
 )
 
@@ -49,15 +50,18 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	e.mu.Lock()
 	e.conn = ws
 	e.mu.Unlock()
-	s := &session{e: e, ws: ws, out: make(chan []byte, 64), done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}, healing: map[string]bool{}}
+	// The server's pings (its ping handler, in run) and messages push the
+	// read deadline; the writer only writes and pings.
+	w := wsconn.New(ws, wsconn.Options{Queue: 64, WriteTimeout: 15 * time.Second, PingInterval: 25 * time.Second})
+	s := &session{e: e, ws: ws, w: w, done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}, healing: map[string]bool{}}
 	defer func() {
-		ws.Close()
+		ws.Close() // no close frame: the writer's ends at once on the closed socket
 		close(s.done)
+		w.Shutdown(wsconn.Reason{})
 		e.mu.Lock()
 		e.conn = nil
 		e.mu.Unlock()
 	}()
-	go s.writeLoop()
 	go s.watchdog()
 	stop := context.AfterFunc(ctx, func() { ws.Close() })
 	defer stop()
@@ -66,11 +70,11 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 }
 
 // session is one connection's state; only its reader goroutine touches it
-// (writes go through out to the single writer goroutine).
+// (writes go through w, the connection's one writer).
 type session struct {
 	e    *Engine
 	ws   *websocket.Conn
-	out  chan []byte
+	w    *wsconn.Conn
 	done chan struct{}
 	live bool
 
@@ -168,33 +172,7 @@ func (s *session) readMessage() (int, []byte, error) {
 }
 
 func (s *session) send(m *protocol.Message) {
-	select {
-	case s.out <- m.Encode():
-	case <-s.done:
-	}
-}
-
-func (s *session) writeLoop() {
-	ping := time.NewTicker(25 * time.Second)
-	defer ping.Stop()
-	for {
-		select {
-		case b := <-s.out:
-			s.ws.SetWriteDeadline(time.Now().Add(15 * time.Second))
-			if err := s.ws.WriteMessage(websocket.TextMessage, b); err != nil {
-				s.ws.Close()
-				return
-			}
-		case <-ping.C:
-			s.ws.SetWriteDeadline(time.Now().Add(15 * time.Second))
-			if err := s.ws.WriteMessage(websocket.PingMessage, nil); err != nil {
-				s.ws.Close()
-				return
-			}
-		case <-s.done:
-			return
-		}
-	}
+	s.w.SendWait(websocket.TextMessage, m.Encode(), nil, s.done)
 }
 
 // sub is what the client holds of ds, with the chain of its records
