@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/energyscope/energyscope/functions"
+	"github.com/energyscope/energyscope/internal/wsconn"
 )
 
 // ChangeFeed tells the bridge which series changed, so that ES.Live cells
@@ -64,10 +66,8 @@ type liveSeries struct {
 
 type liveConn struct {
 	ws   *websocket.Conn
-	send chan []byte
+	w    *wsconn.Conn        // the connection's one writer
 	refs map[string]struct{} // guarded by hub.mu
-	once sync.Once
-	done chan struct{}
 }
 
 func newHub(eng *functions.Engine, o Options, stop <-chan struct{}) *hub {
@@ -251,11 +251,10 @@ func (h *hub) message(ref string) []byte {
 // sendLocked queues msg for c; a client that does not keep up is cut off
 // (with a reason) rather than buffered without bound. h.mu is held.
 func (h *hub) sendLocked(c *liveConn, msg []byte) {
-	select {
-	case c.send <- msg:
-	default:
+	var slow *wsconn.SlowConsumerError
+	if err := c.w.Send(websocket.TextMessage, msg); errors.As(err, &slow) {
 		h.dropLocked(c)
-		go c.close(websocket.CloseTryAgainLater, "too slow: more than 1024 updates queued")
+		c.w.Close(wsconn.Reason{Code: websocket.CloseTryAgainLater, Text: "too slow: more than 1024 updates queued", Err: err})
 	}
 }
 
@@ -272,13 +271,10 @@ func (h *hub) dropLocked(c *liveConn) {
 	c.refs = nil
 }
 
+// close sends the close frame (after what is queued, within a second)
+// and closes the socket; the first reason wins.
 func (c *liveConn) close(code int, reason string) {
-	c.once.Do(func() {
-		close(c.done)
-		deadline := time.Now().Add(time.Second)
-		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), deadline)
-		c.ws.Close()
-	})
+	c.w.Close(wsconn.Reason{Code: code, Text: reason})
 }
 
 func (h *hub) stats() liveStats {
@@ -297,6 +293,9 @@ func (h *hub) closeAll() {
 	h.mu.Unlock()
 	for _, c := range conns {
 		c.close(websocket.CloseGoingAway, "bridge shutting down")
+	}
+	for _, c := range conns {
+		c.w.Wait() // bounded by the close deadline
 	}
 }
 
@@ -318,35 +317,15 @@ func (h *hub) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 	}
-	c := &liveConn{ws: ws, send: make(chan []byte, liveSendQueue), refs: map[string]struct{}{}, done: make(chan struct{})}
+	c := &liveConn{ws: ws, refs: map[string]struct{}{}}
+	c.ws.SetReadLimit(liveReadLimit)
+	// The writer pings; each pong and each message read pushes the read
+	// deadline by liveIdleTimeout.
+	c.w = wsconn.New(ws, wsconn.Options{Queue: liveSendQueue, WriteTimeout: liveWriteWait, PingInterval: livePingEvery, ReadTimeout: liveIdleTimeout, CloseTimeout: time.Second})
 	h.mu.Lock()
 	h.conns[c] = struct{}{}
 	h.mu.Unlock()
-	go h.writer(c)
 	h.reader(c)
-}
-
-// writer is the connection's only writer (gorilla allows one).
-func (h *hub) writer(c *liveConn) {
-	ping := time.NewTicker(livePingEvery)
-	defer ping.Stop()
-	for {
-		select {
-		case <-c.done:
-			return
-		case msg := <-c.send:
-			c.ws.SetWriteDeadline(time.Now().Add(liveWriteWait))
-			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				h.disconnect(c)
-				return
-			}
-		case <-ping.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(liveWriteWait)); err != nil {
-				h.disconnect(c)
-				return
-			}
-		}
-	}
 }
 
 func (h *hub) disconnect(c *liveConn) {
@@ -358,17 +337,12 @@ func (h *hub) disconnect(c *liveConn) {
 
 func (h *hub) reader(c *liveConn) {
 	defer h.disconnect(c)
-	c.ws.SetReadLimit(liveReadLimit)
-	c.ws.SetReadDeadline(time.Now().Add(liveIdleTimeout))
-	c.ws.SetPongHandler(func(string) error {
-		return c.ws.SetReadDeadline(time.Now().Add(liveIdleTimeout))
-	})
 	for {
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
 			return
 		}
-		c.ws.SetReadDeadline(time.Now().Add(liveIdleTimeout))
+		c.w.Touch()
 		var req liveRequest
 		if err := json.Unmarshal(data, &req); err != nil {
 			h.reply(c, `{"error":{"code":"#VALUE!","message":"want {\"subscribe\":[ids]} or {\"unsubscribe\":[ids]}"}}`)
