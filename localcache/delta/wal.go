@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,10 +23,8 @@ import (
 //	uint32 payload length | uint32 CRC-32C of payload | payload
 //
 // One frame is one batch (so a batch is all there or, if torn, all gone).
-// Payload: uvarint record count, then per record: uvarint seq, byte op,
-// varint period, 8 bytes value (IEEE 754 LE), uvarint id length + id,
-// byte hasMeta, and if set four uvarint-length strings (name, unit,
-// source, frequency).
+// Payload: format.EncodeBatch of the batch (the record codec is owned by
+// localcache/format, record.go; the sync protocol sends the same bytes).
 //
 // Torn tail or corruption: a frame is appended by one write and fsynced
 // before the batch is acknowledged, and the next append waits for that
@@ -69,132 +66,6 @@ func (e *CorruptionError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
-
-// EncodeBatch appends the payload encoding of batch to dst.
-func EncodeBatch(dst []byte, batch []Record) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(batch)))
-	for i := range batch {
-		r := &batch[i]
-		dst = binary.AppendUvarint(dst, r.Seq)
-		dst = append(dst, byte(r.Op))
-		dst = binary.AppendVarint(dst, r.Period)
-		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(r.Value))
-		dst = appendString(dst, r.SeriesID)
-		if r.Meta == nil {
-			dst = append(dst, 0)
-			continue
-		}
-		dst = append(dst, 1)
-		dst = appendString(dst, r.Meta.Name)
-		dst = appendString(dst, r.Meta.Unit)
-		dst = appendString(dst, r.Meta.Source)
-		dst = appendString(dst, string(r.Meta.Frequency))
-	}
-	return dst
-}
-
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
-
-var errShort = errors.New("truncated payload")
-
-// DecodeBatch decodes a payload written by EncodeBatch. It never panics on
-// arbitrary input.
-func DecodeBatch(p []byte) ([]Record, error) {
-	d := decoder{b: p}
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(p)) { // every record takes more than a byte
-		return nil, fmt.Errorf("record count %d exceeds payload", n)
-	}
-	out := make([]Record, 0, n)
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		var r Record
-		r.Seq = d.uvarint()
-		r.Op = Op(d.byte())
-		r.Period = d.varint()
-		r.Value = math.Float64frombits(d.uint64())
-		r.SeriesID = d.string()
-		if d.byte() == 1 {
-			r.Meta = &Meta{Name: d.string(), Unit: d.string(), Source: d.string()}
-			r.Meta.Frequency = format.Frequency(d.string())
-		}
-		out = append(out, r)
-	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%d trailing bytes", len(d.b))
-	}
-	return out, nil
-}
-
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errShort
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errShort
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil || len(d.b) < 1 {
-		d.err = errShort
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uint64() uint64 {
-	if d.err != nil || len(d.b) < 8 {
-		d.err = errShort
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) {
-		d.err = errShort
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
 
 // WAL is the write-ahead log of one dataset. Append is not safe for
 // concurrent use; the store serializes writers.
@@ -405,9 +276,8 @@ func readFrame(b []byte) ([]Record, int, error) {
 	return batch, frameHeader + int(n), nil
 }
 
-// minRecord is the fewest bytes a record takes in a payload: seq, op,
-// period, value, id length, hasMeta.
-const minRecord = 1 + 1 + 1 + 8 + 1 + 1
+// minRecord is the fewest bytes a record takes in a payload.
+const minRecord = format.MinEncodedRecord
 
 // intactFrameAfter reports whether an intact frame (length within the
 // segment, checksum right, payload decoding to at least one record)

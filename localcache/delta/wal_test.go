@@ -348,7 +348,15 @@ func FuzzDecodeBatch(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, err := DecodeBatch(EncodeBatch(nil, recs))
+		enc := EncodeBatch(nil, recs)
+		size := format.BatchHeaderSize(len(recs))
+		for i := range recs {
+			size += format.EncodedSize(&recs[i])
+		}
+		if size != len(enc) {
+			t.Fatalf("EncodedSize sums to %d, EncodeBatch wrote %d bytes", size, len(enc))
+		}
+		again, err := DecodeBatch(enc)
 		if err != nil {
 			t.Fatalf("re-encoded batch does not decode: %v", err)
 		}

@@ -9,9 +9,9 @@
 // server restored from a backup, which accepted other records under the
 // seqs a companion already applied, is detected (see Chain).
 //
-// It imports localcache/delta for the record type and its batch codec, so
-// the write-ahead log and the wire share one encoding of a record (a
-// deliberate, documented exception to "protocol -> format only").
+// It imports localcache/format only: the record type and its batch codec
+// are format's (record.go), so the write-ahead log of localcache/delta and
+// the wire share one encoding of a record.
 package protocol
 
 import (
@@ -24,7 +24,6 @@ import (
 	"hash/crc32"
 	"hash/crc64"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -309,6 +308,10 @@ type Chunk struct {
 	Data   []byte
 }
 
+// ChunkHeader is the length of a chunk frame before its data: kind,
+// sha256[32], offset u64. A chunk frame is ChunkHeader+len(Data) bytes.
+const ChunkHeader = 1 + 32 + 8
+
 // AppendChunk encodes a chunk frame: kind, sha256[32], offset u64, data.
 func AppendChunk(dst []byte, c *Chunk) []byte {
 	dst = append(dst, KindChunk)
@@ -320,17 +323,17 @@ func AppendChunk(dst []byte, c *Chunk) []byte {
 // DeltaFrame carries records (From, To] of a dataset, in seq order.
 type DeltaFrame struct {
 	Dataset string
-	Records []delta.Record
+	Records []Record
 }
 
 // AppendDelta encodes a delta frame: kind, dataset length u8, dataset,
-// delta.EncodeBatch of the records, then the CRC-32C (u32 LE) of
+// format.EncodeBatch of the records, then the CRC-32C (u32 LE) of
 // everything before it.
 func AppendDelta(dst []byte, d *DeltaFrame) []byte {
 	start := len(dst)
 	dst = append(dst, KindDelta, byte(len(d.Dataset)))
 	dst = append(dst, d.Dataset...)
-	dst = delta.EncodeBatch(dst, d.Records)
+	dst = format.EncodeBatch(dst, d.Records)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -342,11 +345,11 @@ func DecodeBinary(b []byte) (any, error) {
 	}
 	switch b[0] {
 	case KindChunk:
-		if len(b) < 1+32+8 {
+		if len(b) < ChunkHeader {
 			return nil, fmt.Errorf("%w: short chunk frame", ErrMalformed)
 		}
-		c := &Chunk{Offset: int64(binary.LittleEndian.Uint64(b[33:])), Data: b[41:]}
-		copy(c.SHA256[:], b[1:33])
+		c := &Chunk{Offset: int64(binary.LittleEndian.Uint64(b[1+32:])), Data: b[ChunkHeader:]}
+		copy(c.SHA256[:], b[1:1+32])
 		if c.Offset < 0 || len(c.Data) > MaxChunk {
 			return nil, fmt.Errorf("%w: chunk offset %d, %d bytes", ErrMalformed, c.Offset, len(c.Data))
 		}
@@ -364,14 +367,14 @@ func DecodeBinary(b []byte) (any, error) {
 		if err := format.ValidDatasetName(name); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
-		recs, err := delta.DecodeBatch(b[2+int(b[1]):])
+		recs, err := format.DecodeBatch(b[2+int(b[1]):])
 		if err != nil {
 			return nil, fmt.Errorf("%w: delta: %v", ErrMalformed, err)
 		}
 		if len(recs) == 0 {
 			return nil, fmt.Errorf("%w: empty delta", ErrMalformed)
 		}
-		if err := delta.Validate(recs); err != nil {
+		if err := format.ValidateRecords(recs); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		return &DeltaFrame{Dataset: name, Records: recs}, nil
@@ -379,17 +382,16 @@ func DecodeBinary(b []byte) (any, error) {
 	return nil, fmt.Errorf("%w: unknown binary frame kind %d", ErrMalformed, b[0])
 }
 
-// SplitRecords cuts records into groups whose encoding stays under
-// MaxDeltaBytes.
-func SplitRecords(recs []delta.Record) [][]delta.Record {
-	var out [][]delta.Record
+// SplitRecords cuts records into groups whose encoded records (the sum
+// of format.EncodedSize, exact) stay within MaxDeltaBytes; a single
+// record larger than that is a group of its own. The frame around a group
+// adds its header, the record count and the checksum, all within
+// MaxFrame's margin over MaxDeltaBytes.
+func SplitRecords(recs []Record) [][]Record {
+	var out [][]Record
 	start, size := 0, 0
 	for i := range recs {
-		n := 40 + len(recs[i].SeriesID)
-		if recs[i].Meta != nil {
-			m := recs[i].Meta
-			n += 8 + len(m.Name) + len(m.Unit) + len(m.Source) + len(m.Frequency)
-		}
+		n := format.EncodedSize(&recs[i])
 		if size+n > MaxDeltaBytes && i > start {
 			out = append(out, recs[start:i])
 			start, size = i, 0
@@ -402,12 +404,13 @@ func SplitRecords(recs []delta.Record) [][]delta.Record {
 	return out
 }
 
-// Record is a delta record as it travels (the same type the store applies).
-type Record = delta.Record
+// Record is a delta record as it travels (format's type, which the store
+// applies and its write-ahead log stores).
+type Record = format.Record
 
 // Chain is the checksum of the history chain a subscription carries: a
 // CRC-64 over the snapshot id the records rest on and then each record in
-// seq order, in delta.EncodeBatch's encoding, 4,096 records per batch (so
+// seq order, in format.EncodeBatch's encoding, 4,096 records per batch (so
 // that both ends, encoding in the same groups, get the same bytes). Two
 // ends with the same snapshot and the same records have the same chain;
 // a server that gave other records the same seqs has another. "" when
@@ -421,7 +424,7 @@ func Chain(snapshot string, recs []Record) string {
 	var buf []byte
 	for len(recs) > 0 {
 		n := min(len(recs), chainGroup)
-		buf = delta.EncodeBatch(buf[:0], recs[:n])
+		buf = format.EncodeBatch(buf[:0], recs[:n])
 		h.Write(buf)
 		recs = recs[n:]
 	}

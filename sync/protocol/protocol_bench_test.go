@@ -3,7 +3,7 @@ package protocol
 import (
 	"testing"
 
-	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 )
 
 // BenchmarkDeltaFrame encodes and decodes a delta frame of 1,000 live
@@ -12,7 +12,7 @@ import (
 func BenchmarkDeltaFrame(b *testing.B) {
 	recs := make([]Record, 1000)
 	for i := range recs {
-		recs[i] = Record{Seq: uint64(i + 1), Op: delta.Upsert, SeriesID: "PET.RWTC.D", Period: 1700000000 + int64(i)*86400, Value: float64(i)}
+		recs[i] = Record{Seq: uint64(i + 1), Op: format.Upsert, SeriesID: "PET.RWTC.D", Period: 1700000000 + int64(i)*86400, Value: float64(i)}
 	}
 	var buf []byte
 	b.ReportAllocs()

@@ -7,16 +7,16 @@ import (
 	"hash/crc32"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
 func TestBinaryRoundTrip(t *testing.T) {
 	recs := []Record{
-		{Seq: 7, Op: delta.Upsert, SeriesID: "PET.RWTC.D", Period: 1700000000, Value: 71.5, Meta: &delta.Meta{Name: "WTI", Unit: "$/bbl", Frequency: format.Daily}},
-		{Seq: 8, Op: delta.Delete, SeriesID: "PET.RWTC.D", Period: 1700086400},
+		{Seq: 7, Op: format.Upsert, SeriesID: "PET.RWTC.D", Period: 1700000000, Value: 71.5, Meta: &format.RecordMeta{Name: "WTI", Unit: "$/bbl", Frequency: format.Daily}},
+		{Seq: 8, Op: format.Delete, SeriesID: "PET.RWTC.D", Period: 1700086400},
 	}
 	v, err := DecodeBinary(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: recs}))
 	if err != nil {
@@ -43,7 +43,7 @@ func TestDecodeRefuses(t *testing.T) {
 		"short chunk":     {KindChunk, 1, 2, 3},
 		"bad dataset":     append([]byte{KindDelta, 3}, "../"...),
 		"empty delta":     AppendDelta(nil, &DeltaFrame{Dataset: "pet"}),
-		"descending seqs": AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 2, Op: delta.Upsert, SeriesID: "a"}, {Seq: 1, Op: delta.Upsert, SeriesID: "a"}}}),
+		"descending seqs": AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 2, Op: format.Upsert, SeriesID: "a"}, {Seq: 1, Op: format.Upsert, SeriesID: "a"}}}),
 	} {
 		if _, err := DecodeBinary(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: accepted (%v)", name, err)
@@ -87,7 +87,7 @@ func TestChecksums(t *testing.T) {
 	if m, err := DecodeUnverified(v1); err != nil || m.Proto[1] != 1 {
 		t.Fatalf("DecodeUnverified of a version 1 hello: %+v %v", m, err)
 	}
-	frame := AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 7, Op: delta.Upsert, SeriesID: "a", Period: 1700000000, Value: 71.5}}})
+	frame := AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 7, Op: format.Upsert, SeriesID: "a", Period: 1700000000, Value: 71.5}}})
 	for i := 1; i < len(frame); i++ {
 		b := bytes.Clone(frame)
 		b[i] ^= 0x10
@@ -105,7 +105,7 @@ func TestChecksums(t *testing.T) {
 func TestChain(t *testing.T) {
 	recs := make([]Record, 10000) // more than one group of 4,096
 	for i := range recs {
-		recs[i] = Record{Seq: uint64(i + 1), Op: delta.Upsert, SeriesID: "NG.N3010US3.M", Period: int64(i) * 86400, Value: float64(i)}
+		recs[i] = Record{Seq: uint64(i + 1), Op: format.Upsert, SeriesID: "NG.N3010US3.M", Period: int64(i) * 86400, Value: float64(i)}
 	}
 	base := Chain("e1-s0-abc", recs)
 	if base == "" || Chain("e1-s0-abc", slices.Clone(recs)) != base {
@@ -117,10 +117,10 @@ func TestChain(t *testing.T) {
 	for name, mut := range map[string]func(r []Record) []Record{
 		"value":    func(r []Record) []Record { r[5000].Value++; return r },
 		"series":   func(r []Record) []Record { r[9999].SeriesID = "X"; return r },
-		"op":       func(r []Record) []Record { r[0].Op = delta.Delete; return r },
+		"op":       func(r []Record) []Record { r[0].Op = format.Delete; return r },
 		"shorter":  func(r []Record) []Record { return r[:len(r)-1] },
 		"period":   func(r []Record) []Record { r[4096].Period++; return r },
-		"metadata": func(r []Record) []Record { r[1].Meta = &delta.Meta{Name: "n"}; return r },
+		"metadata": func(r []Record) []Record { r[1].Meta = &format.RecordMeta{Name: "n"}; return r },
 	} {
 		if Chain("e1-s0-abc", mut(slices.Clone(recs))) == base {
 			t.Errorf("%s changed, chain the same", name)
@@ -134,7 +134,7 @@ func TestChain(t *testing.T) {
 func TestSplitRecords(t *testing.T) {
 	recs := make([]Record, 100_000)
 	for i := range recs {
-		recs[i] = Record{Seq: uint64(i + 1), Op: delta.Upsert, SeriesID: "NG.N3010US3.M", Value: float64(i)}
+		recs[i] = Record{Seq: uint64(i + 1), Op: format.Upsert, SeriesID: "NG.N3010US3.M", Value: float64(i)}
 	}
 	n := 0
 	for _, g := range SplitRecords(recs) {
@@ -145,6 +145,55 @@ func TestSplitRecords(t *testing.T) {
 	}
 	if n != len(recs) {
 		t.Fatalf("split lost records: %d of %d", n, len(recs))
+	}
+}
+
+// TestSplitRecordsExact: the groups are as large as MaxDeltaBytes allows,
+// by exact encoded size (records of mixed sizes, with and without
+// metadata), every frame fits MaxFrame, and a record larger than
+// MaxDeltaBytes travels alone.
+func TestSplitRecordsExact(t *testing.T) {
+	recs := make([]Record, 60_000)
+	for i := range recs {
+		recs[i] = Record{Seq: uint64(i+1) << (i % 40), Op: format.Upsert, SeriesID: strings.Repeat("s", 1+i%300), Period: int64(i) * -86400, Value: float64(i)}
+		if i%7 == 0 {
+			recs[i].Meta = &format.RecordMeta{Name: strings.Repeat("n", i%500), Unit: "u", Frequency: format.Daily}
+		}
+	}
+	big := Record{Seq: 1, Op: format.Upsert, SeriesID: "A", Meta: &format.RecordMeta{Name: strings.Repeat("n", MaxDeltaBytes)}}
+	recs = append(recs[:30_000:30_000], append([]Record{big}, recs[30_000:]...)...)
+	groups := SplitRecords(recs)
+	n := 0
+	for gi, g := range groups {
+		b := format.EncodeBatch(nil, g)
+		body := len(b) - format.BatchHeaderSize(len(g))
+		if len(g) > 1 && body > MaxDeltaBytes {
+			t.Fatalf("group %d of %d records encodes %d bytes of records, over %d", gi, len(g), body, MaxDeltaBytes)
+		}
+		if gi+1 < len(groups) {
+			next := groups[gi+1][0]
+			if body+format.EncodedSize(&next) <= MaxDeltaBytes {
+				t.Fatalf("group %d stops at %d bytes though the next record (%d bytes) fits", gi, body, format.EncodedSize(&next))
+			}
+		}
+		if len(g) > 1 {
+			if f := AppendDelta(nil, &DeltaFrame{Dataset: strings.Repeat("d", 255), Records: g}); len(f) > MaxFrame {
+				t.Fatalf("group %d: frame of %d bytes exceeds MaxFrame %d", gi, len(f), MaxFrame)
+			}
+		}
+		n += len(g)
+	}
+	if n != len(recs) {
+		t.Fatalf("split lost records: %d of %d", n, len(recs))
+	}
+	for _, g := range groups {
+		if len(g) > 1 {
+			for i := range g {
+				if g[i].Meta != nil && len(g[i].Meta.Name) == MaxDeltaBytes {
+					t.Fatal("the oversized record shares a group")
+				}
+			}
+		}
 	}
 }
 
@@ -184,8 +233,8 @@ func sealDelta(b []byte) []byte {
 }
 
 func FuzzDecodeBinary(f *testing.F) {
-	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: delta.Upsert, SeriesID: "a", Value: 1}}}), false)
-	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: delta.Upsert, SeriesID: "a", Value: 1}, {Seq: 2, Op: delta.Delete, SeriesID: "b"}}}), true)
+	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: format.Upsert, SeriesID: "a", Value: 1}}}), false)
+	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: format.Upsert, SeriesID: "a", Value: 1}, {Seq: 2, Op: format.Delete, SeriesID: "b"}}}), true)
 	f.Add(AppendChunk(nil, &Chunk{Offset: 3, Data: []byte("xyz")}), false)
 	f.Fuzz(func(t *testing.T, b []byte, seal bool) {
 		if seal {
