@@ -42,6 +42,11 @@
 //   - tail.go, tail_decode.go: tail.parquet, the cold tier: writing it,
 //     TailRule (which series are cold), OpenTail, and the hand-rolled
 //     decoding of its column chunks straight from the mapping.
+//   - record.go: the record of a live update (Record, Op, RecordMeta),
+//     ValidateRecords, and the one encoding of a batch of records
+//     (EncodeBatch, DecodeBatch, the exact EncodedSize): the payload of a
+//     write-ahead log frame (localcache/delta frames it) and of a sync
+//     delta frame (sync/protocol).
 //   - seriesid.go: ValidSeriesID, the rules for a series id (shared by the
 //     cook and live ingest).
 //   - errors.go: ErrNotFound and CorruptionError{File, Offset, Err}.
@@ -54,7 +59,8 @@
 // What it is not: it maps no file and counts no reference
 // (localcache/snapshot does), holds no delta and no write-ahead log
 // (localcache/delta), knows no home, no LOCK and no store
-// (localcache), and parses no source file (server/cook). It imports the
-// standard library, arrow-go and two internal leaves: internal/calendar
+// (localcache), and parses no source file (server/cook). It owns the
+// record codec so that sync/protocol needs no package but this one. It
+// imports the standard library, arrow-go and two internal leaves: internal/calendar
 // (where a period starts) and internal/fileutil (durable writes).
 package format

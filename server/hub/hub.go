@@ -162,13 +162,9 @@ type out struct {
 // chunkBufs recycles the buffers of chunk frames (1 MiB each): a file is
 // read straight into the frame, and the frame's memory is reused.
 var chunkBufs = sync.Pool{New: func() any {
-	b := make([]byte, chunkHeader+protocol.MaxChunk)
+	b := make([]byte, protocol.ChunkHeader+protocol.MaxChunk)
 	return &b
 }}
-
-// chunkHeader is the length of a chunk frame's header (kind, sha256,
-// offset).
-const chunkHeader = 1 + 32 + 8
 
 type conn struct {
 	h      *Hub
@@ -688,9 +684,9 @@ func (c *conn) fetch(m *protocol.Message, stop <-chan struct{}) {
 		// header (AppendChunk then leaves the data where it is).
 		bp := chunkBufs.Get().(*[]byte)
 		buf := *bp
-		n, err := f.ReadAt(buf[chunkHeader:], off)
+		n, err := f.ReadAt(buf[protocol.ChunkHeader:], off)
 		if n > 0 {
-			frame := protocol.AppendChunk(buf[:0], &protocol.Chunk{SHA256: sum, Offset: off, Data: buf[chunkHeader : chunkHeader+n]})
+			frame := protocol.AppendChunk(buf[:0], &protocol.Chunk{SHA256: sum, Offset: off, Data: buf[protocol.ChunkHeader : protocol.ChunkHeader+n]})
 			select {
 			case c.bulk <- out{kind: websocket.BinaryMessage, data: frame, buf: bp}:
 			case <-c.quit:
