@@ -8,8 +8,9 @@
 // does not block and reports a *SlowConsumerError when the queue is full,
 // and the caller cuts the connection with the reason of its choice (the
 // code and text are part of each caller's wire contract). SendWait is the
-// blocking lane for producers that should be held back instead (a file
-// transfer, a client's own requests).
+// blocking lane, for producers that should be held back instead (a file
+// transfer, a client's own requests); the writer takes Send's messages
+// first, so a bulk transfer never delays live ones.
 //
 // What it is not: it does not read. The caller keeps its read loop and
 // calls Touch after each message it reads; the connection's handshake,
@@ -57,8 +58,10 @@ type Reason struct {
 
 // Options for New. The zero value of a field means its default.
 type Options struct {
-	// Queue bounds the outbound queue; default 64.
+	// Queue bounds Send's queue; default 64.
 	Queue int
+	// BulkQueue bounds SendWait's queue; default 2.
+	BulkQueue int
 	// WriteTimeout is the deadline of each message and ping; default 15 s.
 	WriteTimeout time.Duration
 	// PingInterval between pings; default 25 s; negative: no pings.
@@ -78,6 +81,9 @@ type Options struct {
 func (o *Options) ensureDefaults() {
 	if o.Queue <= 0 {
 		o.Queue = 64
+	}
+	if o.BulkQueue <= 0 {
+		o.BulkQueue = 2
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 15 * time.Second
@@ -101,7 +107,8 @@ type frame struct {
 type Conn struct {
 	ws   *websocket.Conn
 	opts Options
-	q    chan frame
+	q    chan frame    // Send's lane, written first
+	bulk chan frame    // SendWait's lane
 	quit chan struct{} // closed by the first Close
 	done chan struct{} // closed when the writer has ended and ws is closed
 	once sync.Once
@@ -115,7 +122,7 @@ type Conn struct {
 // from now on, except through the returned Conn.
 func New(ws *websocket.Conn, o Options) *Conn {
 	o.ensureDefaults()
-	c := &Conn{ws: ws, opts: o, q: make(chan frame, o.Queue), quit: make(chan struct{}), done: make(chan struct{})}
+	c := &Conn{ws: ws, opts: o, q: make(chan frame, o.Queue), bulk: make(chan frame, o.BulkQueue), quit: make(chan struct{}), done: make(chan struct{})}
 	if o.ReadTimeout > 0 {
 		c.Touch()
 		ws.SetPongHandler(func(string) error { c.Touch(); return nil })
@@ -149,9 +156,10 @@ func (c *Conn) Send(kind int, data []byte) error {
 	}
 }
 
-// SendWait queues a message, waiting for room until stop closes (stop
-// may be nil) or the connection closes. sent, if not nil, is called
-// once the message was written or dropped (to recycle its buffer).
+// SendWait queues a message on the bulk lane, waiting for room until
+// stop closes (stop may be nil) or the connection closes. sent, if not
+// nil, is called once the message was written or dropped by the writer
+// (to recycle its buffer); not when SendWait returns an error.
 func (c *Conn) SendWait(kind int, data []byte, sent func(), stop <-chan struct{}) error {
 	select {
 	case <-c.quit:
@@ -159,7 +167,7 @@ func (c *Conn) SendWait(kind int, data []byte, sent func(), stop <-chan struct{}
 	default:
 	}
 	select {
-	case c.q <- frame{kind: kind, data: data, sent: sent}:
+	case c.bulk <- frame{kind: kind, data: data, sent: sent}:
 		return nil
 	case <-c.quit:
 		return ErrClosed
@@ -234,12 +242,31 @@ func (c *Conn) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	write := func(f frame) bool {
+		if err := c.write(f, time.Now().Add(c.opts.WriteTimeout)); err != nil {
+			c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: "write: " + err.Error(), Err: err})
+			c.drop()
+			return false
+		}
+		return true
+	}
 	for {
+		// Send's lane first: a bulk transfer must not delay live messages.
 		select {
 		case f := <-c.q:
-			if err := c.write(f, time.Now().Add(c.opts.WriteTimeout)); err != nil {
-				c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: "write: " + err.Error(), Err: err})
-				c.drop()
+			if !write(f) {
+				return
+			}
+			continue
+		default:
+		}
+		select {
+		case f := <-c.q:
+			if !write(f) {
+				return
+			}
+		case f := <-c.bulk:
+			if !write(f) {
 				return
 			}
 		case <-tick:
@@ -250,13 +277,15 @@ func (c *Conn) run() {
 			}
 		case <-c.quit:
 			c.closing()
+			c.drop()
 			return
 		}
 	}
 }
 
-// closing writes what is queued, then the close frame, under one
-// deadline.
+// closing writes what is queued on Send's lane, then the close frame,
+// under one deadline. The bulk lane is dropped: its producers are told
+// ErrClosed.
 func (c *Conn) closing() {
 	deadline := time.Unix(0, c.closeBy.Load())
 	for {
@@ -284,6 +313,10 @@ func (c *Conn) drop() {
 	for {
 		select {
 		case f := <-c.q:
+			if f.sent != nil {
+				f.sent()
+			}
+		case f := <-c.bulk:
 			if f.sent != nil {
 				f.sent()
 			}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,5 +175,52 @@ func TestWriteErrorEndsWriter(t *testing.T) {
 	}
 	if err := c.Send(websocket.TextMessage, nil); !errors.Is(err, wsconn.ErrClosed) {
 		t.Fatalf("send: %v", err)
+	}
+}
+
+// TestSendWaitHoldsBack: SendWait blocks a producer while the bulk lane is
+// full instead of failing, keeps its order, calls sent for every message
+// written, and returns ErrClosed when stop closes.
+func TestSendWaitHoldsBack(t *testing.T) {
+	const n = 50
+	var sent atomic.Int64
+	done := make(chan struct{})
+	cl := pair(t, func(ws *websocket.Conn) {
+		defer close(done)
+		c := wsconn.New(ws, wsconn.Options{BulkQueue: 1})
+		for i := range n {
+			if err := c.SendWait(websocket.TextMessage, fmt.Appendf(nil, "%d", i), func() { sent.Add(1) }, nil); err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+		}
+		// The peer reads n and stops: the lane fills, and stop frees the producer.
+		stop := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			for {
+				if err := c.SendWait(websocket.TextMessage, make([]byte, 64<<10), nil, stop); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+		time.Sleep(100 * time.Millisecond)
+		close(stop)
+		if err := <-errc; !errors.Is(err, wsconn.ErrClosed) {
+			t.Errorf("after stop: %v", err)
+		}
+		c.Close(wsconn.Reason{})
+		c.Wait()
+	})
+	cl.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for i := range n {
+		_, b, err := cl.ReadMessage()
+		if err != nil || string(b) != fmt.Sprint(i) {
+			t.Fatalf("message %d: %q %v", i, b, err)
+		}
+	}
+	<-done
+	if sent.Load() != n {
+		t.Fatalf("sent called %d times, want %d", sent.Load(), n)
 	}
 }

@@ -52,7 +52,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	e.mu.Unlock()
 	// The server's pings (its ping handler, in run) and messages push the
 	// read deadline; the writer only writes and pings.
-	w := wsconn.New(ws, wsconn.Options{Queue: 64, WriteTimeout: 15 * time.Second, PingInterval: 25 * time.Second})
+	w := wsconn.New(ws, wsconn.Options{BulkQueue: 64, WriteTimeout: 15 * time.Second, PingInterval: 25 * time.Second})
 	s := &session{e: e, ws: ws, w: w, done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}, healing: map[string]bool{}}
 	defer func() {
 		ws.Close() // no close frame: the writer's ends at once on the closed socket
