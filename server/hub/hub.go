@@ -34,6 +34,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/energyscope/energyscope/internal/wsconn"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/protocol"
 )
@@ -149,16 +150,6 @@ func (h *Hub) dsLock(ds string) *sync.Mutex {
 	return l
 }
 
-// out is one queued frame.
-type out struct {
-	kind int // websocket.TextMessage or BinaryMessage
-	data []byte
-	// done, if set, is closed when the frame was written (or dropped).
-	done chan struct{}
-	// buf, if set, backs data and goes back to chunkBufs once written.
-	buf *[]byte
-}
-
 // chunkBufs recycles the buffers of chunk frames (1 MiB each): a file is
 // read straight into the frame, and the frame's memory is reused.
 var chunkBufs = sync.Pool{New: func() any {
@@ -171,11 +162,11 @@ type conn struct {
 	ws     *websocket.Conn
 	remote string
 	client string
-	send   chan out // control + deltas; never blocks the publisher
-	bulk   chan out // snapshot chunks; blocks the fetcher
-	quit   chan struct{}
-	once   sync.Once
-	reason atomic.Value // string: why the connection is closing
+	// w is the one writer: control and deltas go on its Send lane (never
+	// blocks the publisher; a full queue cuts the consumer), snapshot
+	// chunks on its SendWait lane (blocks the fetcher), written after
+	// the former. Its Reason is why the connection ended.
+	w *wsconn.Conn
 
 	mu   sync.Mutex        // guards subs
 	subs map[string]uint64 // dataset -> highest seq queued to this client
@@ -195,22 +186,32 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h:      h,
 		ws:     ws,
 		remote: r.RemoteAddr,
-		send:   make(chan out, h.opts.SendQueue),
-		bulk:   make(chan out, 2),
-		quit:   make(chan struct{}),
 		subs:   map[string]uint64{},
 
 		fetches: map[string]chan struct{}{},
 	}
 	ws.SetReadLimit(protocol.MaxControl)
+	c.w = wsconn.New(ws, wsconn.Options{
+		Queue:        h.opts.SendQueue,
+		BulkQueue:    2,
+		WriteTimeout: h.opts.WriteTimeout,
+		PingInterval: h.opts.PingInterval,
+		ReadTimeout:  3 * h.opts.PingInterval,
+		CloseTimeout: time.Second,
+		Written: func(n int, err error) {
+			if err == nil {
+				h.bytesOut.Add(int64(n))
+			}
+		},
+	})
 	h.mu.Lock()
 	h.conns[c] = struct{}{}
 	h.mu.Unlock()
 	h.connsN.Add(1)
-	go c.writeLoop()
 	c.readLoop()
 	c.close("client went away")
-	reason, _ := c.reason.Load().(string)
+	why, _ := c.w.Reason()
+	reason := why.Text
 	h.opts.Logger.Info("connection closed", "client", c.client, "remote", c.remote, "reason", reason)
 	h.mu.Lock()
 	delete(h.conns, c)
@@ -225,100 +226,33 @@ func (c *conn) refuse(reason string) {
 	c.close(reason)
 }
 
-// close ends the connection once, recording why.
+// close ends the connection once, recording why; the reason goes into
+// the close frame, after what is queued on the control lane.
 func (c *conn) close(reason string) {
-	c.once.Do(func() {
-		c.reason.Store(reason)
-		close(c.quit)
-	})
-}
-
-func (c *conn) writeLoop() {
-	ping := time.NewTicker(c.h.opts.PingInterval)
-	defer ping.Stop()
-	defer c.ws.Close()
-	write := func(o out) bool {
-		c.ws.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
-		err := c.ws.WriteMessage(o.kind, o.data)
-		if o.done != nil {
-			close(o.done)
-		}
-		if o.buf != nil {
-			chunkBufs.Put(o.buf)
-		}
-		if err != nil {
-			c.close("write: " + err.Error())
-			return false
-		}
-		c.h.bytesOut.Add(int64(len(o.data)))
-		return true
-	}
-	for {
-		// Control and deltas first: a snapshot transfer must not delay
-		// live values.
-		select {
-		case o := <-c.send:
-			if !write(o) {
-				return
-			}
-			continue
-		default:
-		}
-		select {
-		case <-c.quit:
-			reason, _ := c.reason.Load().(string)
-			c.ws.SetWriteDeadline(time.Now().Add(time.Second))
-			c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, truncate(reason, 120)))
-			return
-		case o := <-c.send:
-			if !write(o) {
-				return
-			}
-		case o := <-c.bulk:
-			if !write(o) {
-				return
-			}
-		case <-ping.C:
-			c.ws.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
-			if err := c.ws.WriteMessage(websocket.PingMessage, nil); err != nil {
-				c.close("ping: " + err.Error())
-				return
-			}
-		}
-	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
+	c.w.Close(wsconn.Reason{Code: websocket.CloseNormalClosure, Text: reason})
 }
 
 // enqueue queues a control or delta frame without blocking; a full queue
 // cuts the consumer off.
 func (c *conn) enqueue(kind int, data []byte) bool {
-	select {
-	case c.send <- out{kind: kind, data: data}:
-		return true
-	case <-c.quit:
-		return false
-	default:
+	err := c.w.Send(kind, data)
+	var slow *wsconn.SlowConsumerError
+	if errors.As(err, &slow) {
 		c.h.slowCuts.Add(1)
-		c.h.opts.Logger.Warn("disconnecting slow consumer", "client", c.client, "queued", len(c.send))
-		c.close(fmt.Sprintf("slow consumer: %d messages queued", len(c.send)))
-		return false
+		c.h.opts.Logger.Warn("disconnecting slow consumer", "client", c.client, "queued", slow.Queued)
+		c.w.Close(wsconn.Reason{Code: websocket.CloseNormalClosure, Text: slow.Error(), Err: err})
 	}
+	return err == nil
 }
 
 func (c *conn) sendMsg(m *protocol.Message) bool {
 	return c.enqueue(websocket.TextMessage, m.Encode())
 }
 
+// readLoop reads until the connection ends; the read deadline (three
+// ping intervals) is pushed by each message and, through the writer, by
+// each pong.
 func (c *conn) readLoop() {
-	read := func() { c.ws.SetReadDeadline(time.Now().Add(3 * c.h.opts.PingInterval)) }
-	read()
-	c.ws.SetPongHandler(func(string) error { read(); return nil })
 	helloSeen := false
 	for {
 		kind, b, err := c.ws.ReadMessage()
@@ -335,7 +269,7 @@ func (c *conn) readLoop() {
 			c.close("read: " + err.Error())
 			return
 		}
-		read()
+		c.w.Touch()
 		if kind != websocket.TextMessage {
 			c.refuse("unexpected binary frame from client")
 			return
@@ -687,12 +621,8 @@ func (c *conn) fetch(m *protocol.Message, stop <-chan struct{}) {
 		n, err := f.ReadAt(buf[protocol.ChunkHeader:], off)
 		if n > 0 {
 			frame := protocol.AppendChunk(buf[:0], &protocol.Chunk{SHA256: sum, Offset: off, Data: buf[protocol.ChunkHeader : protocol.ChunkHeader+n]})
-			select {
-			case c.bulk <- out{kind: websocket.BinaryMessage, data: frame, buf: bp}:
-			case <-c.quit:
-				return
-			case <-stop:
-				return
+			if c.w.SendWait(websocket.BinaryMessage, frame, func() { chunkBufs.Put(bp) }, stop) != nil {
+				return // closing, or stopped
 			}
 			off += int64(n)
 		} else {
@@ -708,9 +638,5 @@ func (c *conn) fetch(m *protocol.Message, stop <-chan struct{}) {
 	}
 	// file_end goes through the bulk queue so it follows the last chunk.
 	end := (&protocol.Message{Type: protocol.TFileEnd, Dataset: m.Dataset, File: m.File, SHA256: m.SHA256, Offset: off}).Encode()
-	select {
-	case c.bulk <- out{kind: websocket.TextMessage, data: end}:
-	case <-c.quit:
-	case <-stop:
-	}
+	c.w.SendWait(websocket.TextMessage, end, nil, stop)
 }
