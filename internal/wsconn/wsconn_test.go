@@ -82,7 +82,7 @@ func TestPingKeepsIdleAlive(t *testing.T) {
 	}{{50 * time.Millisecond, true}, {-1, false}} {
 		readErr := make(chan error, 1)
 		cl := pair(t, func(ws *websocket.Conn) {
-			c := wsconn.New(ws, wsconn.Options{PingInterval: tc.ping, ReadTimeout: 500 * time.Millisecond})
+			c := wsconn.New(ws, wsconn.Options{PingInterval: tc.ping, ReadTimeout: time.Second})
 			_, _, err := ws.ReadMessage() // the peer never sends
 			readErr <- err
 			c.Shutdown(wsconn.Reason{})
@@ -100,7 +100,7 @@ func TestPingKeepsIdleAlive(t *testing.T) {
 			if tc.alive {
 				t.Fatalf("ping %v: idle connection died: %v", tc.ping, err)
 			}
-		case <-time.After(3 * time.Second):
+		case <-time.After(4 * time.Second):
 			if !tc.alive {
 				t.Fatalf("ping %v: connection without pings outlived its read timeout", tc.ping)
 			}
