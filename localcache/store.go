@@ -94,6 +94,9 @@ type Store struct {
 	list     atomic.Pointer[[]*Dataset]
 	isClosed atomic.Bool
 	lock     *flock.Lock // held by a writable store
+	// closeMu serializes Close, so that a second Close returns only once
+	// the first has closed everything. Nothing else takes it.
+	closeMu sync.Mutex
 
 	// watch guards the callbacks registered by Watch.
 	watch struct {
@@ -509,9 +512,11 @@ func (s *Store) retireWALLocked(d *Dataset, epoch, floor uint64) error {
 // Close stops serving. Readers holding results keep their mappings until
 // they Release them.
 func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.mu.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.mu.closed = true
@@ -519,8 +524,17 @@ func (s *Store) Close() error {
 	if s.scrub != nil {
 		s.scrub.stop() // it takes no s.mu: no deadlock
 	}
-	var errs []error
+	// Closed, the set of datasets no longer changes. s.mu is let go before
+	// any d.mu is taken: refreshDataset takes s.mu while it holds d.mu, so
+	// holding both here in the other order deadlocked a Close that ran
+	// during a Refresh (TestCloseDuringRefreshDoesNotDeadlock).
+	ds := make([]*Dataset, 0, len(s.mu.datasets))
 	for _, d := range s.mu.datasets {
+		ds = append(ds, d)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, d := range ds {
 		d.cmu.Lock() // let a running compaction finish
 		d.mu.Lock()
 		d.swap(nil)
