@@ -556,6 +556,12 @@ func TestRefetchCancelsTheEarlierStream(t *testing.T) {
 			if chunks == 2 && !refetched {
 				refetched = true
 				send(t, ws, fetch) // from 0 again
+				// Stop reading for a moment: the first stream then fills
+				// the socket buffers and waits on the bulk queue, so it is
+				// still running when the hub reads the second fetch, however
+				// slowly the machine schedules the hub's reader (under load
+				// it could otherwise finish all 16 MB first).
+				time.Sleep(300 * time.Millisecond)
 			}
 		}
 		return false
