@@ -19,15 +19,9 @@ import (
 // fails (a full disk, a failed fsync) nothing of the batch is visible and
 // the store keeps serving its previous state.
 func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
-	if s.opts.ReadOnly {
-		return 0, ErrReadOnly
-	}
-	d, err := s.Dataset(dataset)
+	d, err := s.writable(dataset)
 	if err != nil {
 		return 0, err
-	}
-	if de := d.damage.Load(); de != nil {
-		return 0, de
 	}
 	if err := delta.Validate(batch); err != nil {
 		return 0, err

@@ -30,15 +30,9 @@ func (s *Store) Compact(dataset string) (*format.Manifest, error) {
 // (records above stay pending). A companion uses it to rebuild exactly the
 // server's snapshot that covers upTo and compare SHA-256s.
 func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, error) {
-	if s.opts.ReadOnly {
-		return nil, ErrReadOnly
-	}
-	d, err := s.Dataset(dataset)
+	d, err := s.writable(dataset)
 	if err != nil {
 		return nil, err
-	}
-	if de := d.damage.Load(); de != nil {
-		return nil, de
 	}
 	d.cmu.Lock()
 	defer d.cmu.Unlock()

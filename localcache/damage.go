@@ -58,6 +58,23 @@ func (s *Store) Damaged(name string) error {
 	return nil
 }
 
+// writable returns the named dataset for a write (Apply, Truncate,
+// compaction): ErrReadOnly in a read-only store, the *DamageError of a
+// damaged dataset.
+func (s *Store) writable(name string) (*Dataset, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	d, err := s.Dataset(name)
+	if err != nil {
+		return nil, err
+	}
+	if de := d.damage.Load(); de != nil {
+		return nil, de
+	}
+	return d, nil
+}
+
 // DamagedNames lists the damaged datasets, sorted.
 func (s *Store) DamagedNames() []string {
 	ds, _ := s.datasetList()

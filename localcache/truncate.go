@@ -21,15 +21,9 @@ import (
 // does nothing. When through is below the snapshot's covers_through_seq
 // it changes nothing and returns an error wrapping ErrBelowSnapshot.
 func (s *Store) Truncate(dataset string, through uint64) (int, error) {
-	if s.opts.ReadOnly {
-		return 0, ErrReadOnly
-	}
-	d, err := s.Dataset(dataset)
+	d, err := s.writable(dataset)
 	if err != nil {
 		return 0, err
-	}
-	if de := d.damage.Load(); de != nil {
-		return 0, de
 	}
 	// No compaction may fold the records being dropped meanwhile.
 	d.cmu.Lock()
