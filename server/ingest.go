@@ -423,14 +423,7 @@ func parseRowsArrow(r io.Reader) (out []delta.Record, err error) {
 	}
 	tsPer := int64(1) // a timestamp period's units per second
 	if ts, ok := sc.Field(pi).Type.(*arrow.TimestampType); ok {
-		switch ts.Unit {
-		case arrow.Millisecond:
-			tsPer = 1e3
-		case arrow.Microsecond:
-			tsPer = 1e6
-		case arrow.Nanosecond:
-			tsPer = 1e9
-		}
+		tsPer = int64(time.Second / ts.Unit.Multiplier())
 	}
 	b := newRowBuilder()
 	for rd.Next() {

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -589,15 +590,7 @@ func periodGetter(a arrow.Array) func(int) (int64, error) {
 			return floorDiv(int64(a.Value(i)), 1000), nil
 		}
 	case *array.Timestamp:
-		per := int64(1)
-		switch a.DataType().(*arrow.TimestampType).Unit {
-		case arrow.Millisecond:
-			per = 1e3
-		case arrow.Microsecond:
-			per = 1e6
-		case arrow.Nanosecond:
-			per = 1e9
-		}
+		per := int64(time.Second / a.DataType().(*arrow.TimestampType).Unit.Multiplier()) // units per second
 		return func(i int) (int64, error) {
 			if a.IsNull(i) {
 				return 0, null
