@@ -18,9 +18,12 @@
 package snapshot
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -36,14 +39,16 @@ var ErrClosed = errors.New("snapshot closed")
 // Snapshot is one opened snapshot. It starts with one reference, owned by
 // whoever opened it; Unref of the last reference unmaps the files.
 type Snapshot struct {
-	Dir      string
+	Dir      string // "" for a snapshot opened with OpenFiles
 	Manifest *format.Manifest
 
-	files []*mmap.File
-	index *format.Index
-	data  *format.Data
-	hash  format.Hash
-	tail  *tailState // nil without a cold tier
+	files         []*mmap.File
+	mapped        map[string][]byte // file name -> its mapped bytes
+	manifestBytes []byte
+	index         *format.Index
+	data          *format.Data
+	hash          format.Hash
+	tail          *tailState // nil without a cold tier
 
 	refs     atomic.Int64
 	onClose  atomic.Pointer[func()] // called after unmapping; may be nil
@@ -54,12 +59,111 @@ type Snapshot struct {
 func Open(dir string) (*Snapshot, error) { return OpenOptions(dir, Options{}) }
 
 // OpenOptions opens the snapshot in dir.
-func OpenOptions(dir string, o Options) (s *Snapshot, err error) {
+func OpenOptions(dir string, o Options) (*Snapshot, error) {
 	m, err := format.ReadManifest(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
 	}
-	snap := &Snapshot{Dir: dir, Manifest: m}
+	// The manifest's own bytes, for FileBytes (the files are checked
+	// against m; these bytes are the ones m was parsed from unless the
+	// immutable directory was rewritten in between, which ParseManifest
+	// would then have to agree with).
+	mb, err := os.ReadFile(filepath.Join(dir, format.ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	s, err := openMapped(m, mb, o, func(name string) (*mmap.File, error) { return mmap.Open(filepath.Join(dir, name)) })
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	s.Dir = dir
+	return s, nil
+}
+
+// Region is where one snapshot file lies: Length bytes of the file at
+// Path from Offset (any offset; a mapping starts at the page boundary
+// below it).
+type Region struct {
+	Path   string
+	Offset int64
+	Length int64
+}
+
+// FileSet names, for each file of a snapshot (format.ManifestFile and the
+// files its manifest lists), the region that holds it.
+type FileSet map[string]Region
+
+// OpenFiles opens a snapshot whose files are regions of other files (a
+// vintage's serving artifacts inside a lake's Puffin file), mapping each
+// region in place. It checks exactly what OpenOptions checks: the
+// manifest, every listed file's size (a region shorter than the manifest
+// says, or a file that ends before its region, is a CorruptionError) and
+// the headers; it decodes nothing proportional to the data. The set must
+// hold the manifest and exactly the files it lists. Dir is "".
+func OpenFiles(files FileSet, o Options) (*Snapshot, error) {
+	mr, ok := files[format.ManifestFile]
+	if !ok {
+		return nil, fmt.Errorf("open snapshot: %w", &format.CorruptionError{File: format.ManifestFile, Offset: -1, Err: errors.New("not in the file set")})
+	}
+	if mr.Length > maxManifestBytes {
+		return nil, fmt.Errorf("open snapshot %s: %w", mr.Path, &format.CorruptionError{File: format.ManifestFile, Offset: -1, Err: fmt.Errorf("%d bytes", mr.Length)})
+	}
+	mb, err := readRegion(mr)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", mr.Path, err)
+	}
+	m, err := format.ParseManifest(mb)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", mr.Path, err)
+	}
+	for name := range files {
+		if name != format.ManifestFile && m.File(name) == nil {
+			return nil, fmt.Errorf("open snapshot %s: %w", mr.Path, &format.CorruptionError{File: name, Offset: -1, Err: errors.New("in the file set but not in the manifest")})
+		}
+	}
+	s, err := openMapped(m, mb, o, func(name string) (*mmap.File, error) {
+		r, ok := files[name]
+		if !ok {
+			return nil, &format.CorruptionError{File: name, Offset: -1, Err: errors.New("listed by the manifest but not in the file set")}
+		}
+		if want := m.File(name).Size; r.Length != want {
+			return nil, &format.CorruptionError{File: name, Offset: -1, Err: fmt.Errorf("region of %d bytes, manifest says %d", r.Length, want)}
+		}
+		f, err := mmap.OpenRange(r.Path, r.Offset, r.Length)
+		if errors.Is(err, mmap.ErrShort) {
+			return nil, &format.CorruptionError{File: name, Offset: -1, Err: err}
+		}
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", mr.Path, err)
+	}
+	return s, nil
+}
+
+// maxManifestBytes bounds the manifest read into memory by OpenFiles (a
+// pet-scale manifest is well under a megabyte).
+const maxManifestBytes = 64 << 20
+
+func readRegion(r Region) ([]byte, error) {
+	f, err := os.Open(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, r.Length)
+	if _, err := f.ReadAt(b, r.Offset); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &format.CorruptionError{File: format.ManifestFile, Offset: -1, Err: fmt.Errorf("region %d+%d: %w", r.Offset, r.Length, io.ErrUnexpectedEOF)}
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// openMapped maps the files of manifest m through mapFile and opens them.
+func openMapped(m *format.Manifest, manifestBytes []byte, o Options, mapFile func(name string) (*mmap.File, error)) (s *Snapshot, err error) {
+	snap := &Snapshot{Manifest: m, manifestBytes: manifestBytes, mapped: map[string][]byte{}}
 	s = snap
 	defer func() {
 		if err != nil {
@@ -69,8 +173,8 @@ func OpenOptions(dir string, o Options) (s *Snapshot, err error) {
 			s = nil
 		}
 	}()
-	mapFile := func(name string) ([]byte, error) {
-		f, err := mmap.Open(filepath.Join(dir, name))
+	mapOne := func(name string) ([]byte, error) {
+		f, err := mapFile(name)
 		if err != nil {
 			return nil, err
 		}
@@ -81,41 +185,64 @@ func OpenOptions(dir string, o Options) (s *Snapshot, err error) {
 		if want := m.File(name).Size; int64(len(f.Bytes)) != want {
 			return nil, &format.CorruptionError{File: name, Offset: -1, Err: fmt.Errorf("size %d, manifest says %d", len(f.Bytes), want)}
 		}
+		s.mapped[name] = f.Bytes
 		return f.Bytes, nil
 	}
-	ib, err := mapFile(format.IndexFile)
+	ib, err := mapOne(format.IndexFile)
 	if err != nil {
-		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+		return nil, err
 	}
 	if s.index, err = format.OpenIndex(ib, m.PeriodType, m.Series); err != nil {
-		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+		return nil, err
 	}
-	hb, err := mapFile(format.HashFile)
+	hb, err := mapOne(format.HashFile)
 	if err != nil {
-		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+		return nil, err
 	}
 	if s.hash, err = format.OpenHash(hb, m.Series); err != nil {
-		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+		return nil, err
 	}
-	db, err := mapFile(format.DataFile)
+	db, err := mapOne(format.DataFile)
 	if err != nil {
-		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+		return nil, err
 	}
 	if s.data, err = format.OpenData(db, m.PeriodType, m.Batches); err != nil {
-		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+		return nil, err
 	}
 	if m.File(format.TailFile) != nil {
-		tb, err := mapFile(format.TailFile)
+		tb, err := mapOne(format.TailFile)
 		if err != nil {
-			return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+			return nil, err
 		}
 		s.tail = newTailState(tb, m.PeriodType, m.Rows, o.TailCacheBytes)
 	} else if m.HotSeries < m.Series {
-		return nil, fmt.Errorf("open snapshot %s: %w", dir, &format.CorruptionError{File: format.ManifestFile, Offset: -1,
-			Err: fmt.Errorf("%d of %d series are hot but no %s is listed", m.HotSeries, m.Series, format.TailFile)})
+		return nil, &format.CorruptionError{File: format.ManifestFile, Offset: -1,
+			Err: fmt.Errorf("%d of %d series are hot but no %s is listed", m.HotSeries, m.Series, format.TailFile)}
 	}
 	s.refs.Store(1)
 	return s, nil
+}
+
+// FileBytes returns the bytes of one snapshot file (manifest.json or a
+// file the manifest lists), aliasing the mapping: valid only while the
+// caller holds a reference, and read-only.
+func (s *Snapshot) FileBytes(name string) ([]byte, bool) {
+	if name == format.ManifestFile {
+		return s.manifestBytes, true
+	}
+	b, ok := s.mapped[name]
+	return b, ok
+}
+
+// OpenFile is FileBytes as an io.ReaderAt and its size, for streaming a
+// file (whether the snapshot is a directory or regions of a Puffin file).
+// The reader is valid only while the caller holds a reference.
+func (s *Snapshot) OpenFile(name string) (io.ReaderAt, int64, error) {
+	b, ok := s.FileBytes(name)
+	if !ok {
+		return nil, 0, fmt.Errorf("snapshot %s: %s: %w", s.ID(), name, os.ErrNotExist)
+	}
+	return bytes.NewReader(b), int64(len(b)), nil
 }
 
 // OnClose registers f to run after the last reference is dropped and the
@@ -168,7 +295,7 @@ func (s *Snapshot) release() {
 	for _, f := range s.files {
 		f.Close()
 	}
-	s.files = nil
+	s.files, s.mapped = nil, nil
 }
 
 // Refs reports the current reference count (for tests and metrics).

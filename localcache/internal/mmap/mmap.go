@@ -1,4 +1,4 @@
-// Package mmap maps whole files read-only. It is the only place that holds
+// Package mmap maps whole files, or regions of them, read-only. It is the only place that holds
 // the platform's mapping syscalls (mmap_unix.go, mmap_windows.go).
 //
 // The bytes of a File are valid until Close; using them afterwards faults.
@@ -8,16 +8,25 @@
 package mmap
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"os"
 )
 
-// File is a read-only mapping of a whole file.
+// File is a read-only mapping of a whole file or of a region of one.
 type File struct {
 	Bytes []byte
+	base  []byte // the whole mapping (Bytes is a window of it)
 	f     *os.File
 	h     uintptr // platform handle kept for unmapping (Windows)
 }
+
+// Granularity is the alignment of a mapping's start in the file: 64 KiB,
+// Windows' allocation granularity and a multiple of every page size.
+// OpenRange maps from the Granularity boundary at or below the region and
+// hands out the region only.
+const Granularity = 1 << 16
 
 // Open maps path read-only. A zero-length file maps to an empty slice.
 // Random access advice (MADV_RANDOM on Unix) is applied so that a lookup
@@ -41,20 +50,63 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("mmap %s: file too large (%d bytes)", path, size)
 	}
 	m := &File{f: f}
-	if err := m.mapFile(int(size)); err != nil {
+	if err := m.mapFile(0, int(size)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("mmap %s: %w", path, err)
 	}
+	m.Bytes = m.base
+	return m, nil
+}
+
+// ErrShort is wrapped by OpenRange's error when the file ends before the
+// region does (a truncated file: mapping it would fault on access).
+var ErrShort = errors.New("file ends before the region")
+
+// OpenRange maps length bytes of path from offset, read-only. The file must
+// hold the whole region when it is opened (else the error wraps ErrShort).
+// A zero length maps nothing.
+func OpenRange(path string, offset, length int64) (*File, error) {
+	if offset < 0 || length < 0 || offset > math.MaxInt64-length {
+		return nil, fmt.Errorf("mmap %s: bad region %d+%d", path, offset, length)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if offset+length > st.Size() {
+		f.Close()
+		return nil, fmt.Errorf("mmap %s: region %d+%d, size %d: %w", path, offset, length, st.Size(), ErrShort)
+	}
+	if length == 0 {
+		return &File{Bytes: []byte{}, f: f}, nil
+	}
+	start := offset - offset%Granularity
+	span := offset + length - start
+	if int64(int(span)) != span {
+		f.Close()
+		return nil, fmt.Errorf("mmap %s: region too large (%d bytes)", path, length)
+	}
+	m := &File{f: f}
+	if err := m.mapFile(start, int(span)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	m.Bytes = m.base[offset-start : offset-start+length : offset-start+length]
 	return m, nil
 }
 
 // Close unmaps the file and closes it. Bytes must not be used afterwards.
 func (m *File) Close() error {
 	var err error
-	if len(m.Bytes) > 0 {
+	if len(m.base) > 0 {
 		err = m.unmap()
 	}
-	m.Bytes = nil
+	m.Bytes, m.base = nil, nil
 	if cerr := m.f.Close(); err == nil {
 		err = cerr
 	}
