@@ -18,7 +18,7 @@ import (
 	"github.com/energyscope/energyscope/internal/companion"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server/cook"
 )
 
@@ -579,7 +579,7 @@ func TestSyncFromServer(t *testing.T) {
 	}
 	// A live update shows in the Explorer's data.
 	when := time.Date(2010, 4, 1, 0, 0, 0, 0, time.UTC).Unix()
-	if _, _, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: when, Value: 99.5}}); err != nil {
+	if _, _, err := srv.Ingest("stocks", []format.Record{{Op: format.Upsert, SeriesID: "MSFT", Period: when, Value: 99.5}}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -746,7 +746,7 @@ func TestSyncLagAfterRestart(t *testing.T) {
 	var head uint64
 	for i := range 5 {
 		when := time.Date(2010, time.Month(4+i), 1, 0, 0, 0, 0, time.UTC).Unix()
-		_, seq, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: when, Value: 90 + float64(i)}})
+		_, seq, err := srv.Ingest("stocks", []format.Record{{Op: format.Upsert, SeriesID: "MSFT", Period: when, Value: 90 + float64(i)}})
 		if err != nil {
 			t.Fatal(err)
 		}

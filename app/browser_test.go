@@ -22,7 +22,7 @@ import (
 
 	"github.com/energyscope/energyscope/app"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
-	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 )
 
 // repoRoot is the repository, from app/.
@@ -234,7 +234,7 @@ func TestBrowserUI(t *testing.T) {
 	// and times how long the Explorer takes to show it.
 	srv.ingest = func() error {
 		when := time.Date(2010, 4, 1, 0, 0, 0, 0, time.UTC).Unix()
-		_, _, err := server.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: when, Value: 31.25}})
+		_, _, err := server.Ingest("stocks", []format.Record{{Op: format.Upsert, SeriesID: "MSFT", Period: when, Value: 31.25}})
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

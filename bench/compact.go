@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
 
@@ -39,7 +39,7 @@ func childCompact(a childArgs) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recs []delta.Record
+	var recs []format.Record
 	var seq uint64
 	for row := uint32(0); row < uint32(sn.NumSeries()); row += 100 / compactPct {
 		in := sn.Info(row)
@@ -47,9 +47,9 @@ func childCompact(a childArgs) (map[string]any, error) {
 			continue
 		}
 		seq++
-		recs = append(recs, delta.Record{Seq: seq, Op: delta.Upsert, SeriesID: in.ID, Period: in.Last, Value: in.LatestValue + 1})
+		recs = append(recs, format.Record{Seq: seq, Op: format.Upsert, SeriesID: in.ID, Period: in.Last, Value: in.LatestValue + 1})
 		seq++
-		recs = append(recs, delta.Record{Seq: seq, Op: delta.Upsert, SeriesID: in.ID, Period: in.First, Value: -1})
+		recs = append(recs, format.Record{Seq: seq, Op: format.Upsert, SeriesID: in.ID, Period: in.First, Value: -1})
 	}
 	updated := len(recs) / 2
 	sn.Close()

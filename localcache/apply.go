@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 )
 
 // Apply appends a batch of records to the dataset's write-ahead log,
@@ -18,12 +19,12 @@ import (
 // is a no-op. It returns the number of records applied. When the call
 // fails (a full disk, a failed fsync) nothing of the batch is visible and
 // the store keeps serving its previous state.
-func (s *Store) Apply(dataset string, batch []delta.Record) (int, error) {
+func (s *Store) Apply(dataset string, batch []format.Record) (int, error) {
 	d, err := s.writable(dataset)
 	if err != nil {
 		return 0, err
 	}
-	if err := delta.Validate(batch); err != nil {
+	if err := format.ValidateRecords(batch); err != nil {
 		return 0, err
 	}
 	d.mu.Lock()
@@ -135,7 +136,7 @@ func (s *Store) Watch(fn func(dataset string, ids []string)) (cancel func()) {
 	}
 }
 
-func (s *Store) notify(dataset string, recs []delta.Record) {
+func (s *Store) notify(dataset string, recs []format.Record) {
 	s.watch.Lock()
 	fns := make([]func(string, []string), 0, len(s.watch.fns))
 	for _, fn := range s.watch.fns {

@@ -1,12 +1,12 @@
 package localcache
 
-import "github.com/energyscope/energyscope/localcache/delta"
+import "github.com/energyscope/energyscope/localcache/format"
 
 // Pending returns what a companion's history chain is computed over: the
 // snapshot in service of a dataset, the seq it covers through, and the
 // delta records applied on top of it, in seq order (a copy). The three
 // belong to one read state, so they are consistent with each other.
-func (s *Store) Pending(dataset string) (snapshotID string, covers uint64, recs []delta.Record, err error) {
+func (s *Store) Pending(dataset string) (snapshotID string, covers uint64, recs []format.Record, err error) {
 	d, err := s.Dataset(dataset)
 	if err != nil {
 		return "", 0, nil, err

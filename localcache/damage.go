@@ -155,7 +155,7 @@ func (s *Store) guard(old bool, r *reading, err *error) {
 // each series up in the snapshot's mapped hash and index. On a fault the
 // dataset is marked damaged and the error returned (dl may then hold part
 // of recs; a damaged dataset serves nothing).
-func (s *Store) applyGuarded(d *Dataset, dl *delta.Delta, recs []delta.Record) (n int, err error) {
+func (s *Store) applyGuarded(d *Dataset, dl *delta.Delta, recs []format.Record) (n int, err error) {
 	r := reading{d: d}
 	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
 	return dl.Apply(recs), nil

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -67,8 +66,8 @@ func TestFacets(t *testing.T) {
 	}
 
 	// A new series folded into a new snapshot: the old facets are stale.
-	if _, err := s.Apply("d", []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: "AA", Period: utc("2026-01-01"), Value: 1,
-		Meta: &delta.Meta{Unit: "x", Source: "s2", Frequency: format.Monthly}}}); err != nil {
+	if _, err := s.Apply("d", []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "AA", Period: utc("2026-01-01"), Value: 1,
+		Meta: &format.RecordMeta{Unit: "x", Source: "s2", Frequency: format.Monthly}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Compact("d"); err != nil {

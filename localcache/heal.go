@@ -39,7 +39,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	cur := d.cur.Load()
 	mk, mkErr := readEpochMarker(d.dir)
 	floor := mk.floor
-	var recs []delta.Record // every readable record of the log
+	var recs []format.Record // every readable record of the log
 	if cur != nil {
 		floor = max(floor, cur.delta.LastSeq())
 	}
@@ -119,7 +119,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	covers := m.CoversThroughSeq
 	keep := !d.mu.lostCurrent && mkErr == nil && mk.ok && mk.epoch == m.Epoch
 	last := covers
-	var kept []delta.Record
+	var kept []format.Record
 	if keep {
 		for _, r := range recs {
 			if r.Seq > max(covers, mk.floor) {

@@ -44,7 +44,7 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 		return ErrClosed
 	}
 	covers := m.CoversThroughSeq
-	var recs []delta.Record
+	var recs []format.Record
 	lastSeq := covers
 	if !newEpoch {
 		recs = cur.delta.Records(covers)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -54,10 +53,10 @@ func liveBenchStore(b *testing.B, series int) *Store {
 func applyRows(b *testing.B, s *Store, ids []string, n int) {
 	b.Helper()
 	seq, _ := s.LastSeq("bench")
-	batch := make([]delta.Record, 0, 1000)
+	batch := make([]format.Record, 0, 1000)
 	for i := 0; i < n; i++ {
 		seq++
-		batch = append(batch, delta.Record{Seq: seq, Op: delta.Upsert, SeriesID: ids[i%len(ids)], Period: liveBenchDay0 + int64(i%(liveBenchPoints+30))*86400, Value: float64(i)})
+		batch = append(batch, format.Record{Seq: seq, Op: format.Upsert, SeriesID: ids[i%len(ids)], Period: liveBenchDay0 + int64(i%(liveBenchPoints+30))*86400, Value: float64(i)})
 		if len(batch) == cap(batch) || i == n-1 {
 			if _, err := s.Apply("bench", batch); err != nil {
 				b.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -50,7 +49,7 @@ func liveCrashBase() *format.Table {
 // (seed, first), so that parent and child agree on every batch without
 // talking. Its values are first + k/100: unique to the batch, so a half
 // batch could not pass for a whole one.
-func liveCrashBatch(seed, first uint64) []delta.Record {
+func liveCrashBatch(seed, first uint64) []format.Record {
 	rng := rand.New(rand.NewPCG(seed, first))
 	n := 1 + rng.IntN(12)
 	type series struct {
@@ -58,10 +57,10 @@ func liveCrashBatch(seed, first uint64) []delta.Record {
 		freq format.Frequency
 	}
 	all := []series{{"A", ""}, {"M", ""}, {"N1", format.Daily}, {"W1", format.Weekly}, {"H1", format.Hourly}, {"Q1", "quarterly"}}
-	out := make([]delta.Record, n)
+	out := make([]format.Record, n)
 	for k := range out {
 		s := all[rng.IntN(len(all))]
-		r := delta.Record{Seq: first + uint64(k), Op: delta.Upsert, SeriesID: s.id, Value: float64(first) + float64(k)/100,
+		r := format.Record{Seq: first + uint64(k), Op: format.Upsert, SeriesID: s.id, Value: float64(first) + float64(k)/100,
 			Period: liveDay("2026-01-01") + rng.Int64N(120*86400)}
 		if s.freq == format.Hourly {
 			r.Period = liveDay("2026-01-01") + rng.Int64N(10*86400)
@@ -69,12 +68,12 @@ func liveCrashBatch(seed, first uint64) []delta.Record {
 		if s.freq != "" {
 			// New series carry their metadata on every record, so their
 			// frequency does not depend on which record came first.
-			r.Meta = &delta.Meta{Name: fmt.Sprint(s.id, "@", first), Frequency: s.freq}
+			r.Meta = &format.RecordMeta{Name: fmt.Sprint(s.id, "@", first), Frequency: s.freq}
 		} else if rng.IntN(8) == 0 {
-			r.Meta = &delta.Meta{Name: fmt.Sprint("renamed@", first), Unit: "u"}
+			r.Meta = &format.RecordMeta{Name: fmt.Sprint("renamed@", first), Unit: "u"}
 		}
 		if rng.IntN(5) == 0 {
-			r.Op = delta.Delete
+			r.Op = format.Delete
 		}
 		out[k] = r
 	}
@@ -319,10 +318,10 @@ func TestLiveTornWALTail(t *testing.T) {
 	seg := filepath.Join(walDir, segs[0].Name())
 	st, _ := os.Stat(seg)
 	start := st.Size()
-	last := []delta.Record{
-		{Seq: 2*liveGenRecords + 1, Op: delta.Upsert, SeriesID: "Z", Period: liveDay("2026-03-03"), Value: 1, Meta: &delta.Meta{Name: "z", Frequency: "M"}},
-		{Seq: 2*liveGenRecords + 2, Op: delta.Delete, SeriesID: "S1", Period: liveGenPeriod(3)},
-		{Seq: 2*liveGenRecords + 3, Op: delta.Upsert, SeriesID: "Z", Period: liveDay("2026-04-03"), Value: 2},
+	last := []format.Record{
+		{Seq: 2*liveGenRecords + 1, Op: format.Upsert, SeriesID: "Z", Period: liveDay("2026-03-03"), Value: 1, Meta: &format.RecordMeta{Name: "z", Frequency: "M"}},
+		{Seq: 2*liveGenRecords + 2, Op: format.Delete, SeriesID: "S1", Period: liveGenPeriod(3)},
+		{Seq: 2*liveGenRecords + 3, Op: format.Upsert, SeriesID: "Z", Period: liveDay("2026-04-03"), Value: 2},
 	}
 	if _, err := s.Apply("d", last); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -24,7 +23,7 @@ func TestCompactRefusesUnreadableBase(t *testing.T) {
 	m := liveCook(t, home, "d", tb, format.WriteOptions{Epoch: 1})
 	s := liveOpen(t, home, &Options{CompactRows: -1, CompactBytes: -1})
 	defer s.Close()
-	if _, err := s.Apply("d", []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: liveGenID(0), Period: liveGenPeriod(1), Value: 42}}); err != nil {
+	if _, err := s.Apply("d", []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: liveGenID(0), Period: liveGenPeriod(1), Value: 42}}); err != nil {
 		t.Fatal(err)
 	}
 

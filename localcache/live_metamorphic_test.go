@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
@@ -179,7 +178,7 @@ func (m *liveModel) clone() *liveModel {
 // skipped; a series is created by its first record, with the frequency
 // its metadata names (Daily if none), which later records do not change;
 // metadata replaces name, unit and source.
-func (m *liveModel) apply(batch []delta.Record) int {
+func (m *liveModel) apply(batch []format.Record) int {
 	n := 0
 	for _, r := range batch {
 		if r.Seq <= m.last {
@@ -203,7 +202,7 @@ func (m *liveModel) apply(batch []delta.Record) int {
 			s.name, s.unit, s.source = r.Meta.Name, r.Meta.Unit, r.Meta.Source
 		}
 		p := s.freq.Normalize(r.Period)
-		if r.Op == delta.Delete {
+		if r.Op == format.Delete {
 			delete(s.pts, p)
 		} else {
 			s.pts[p] = r.Value
@@ -351,9 +350,9 @@ type liveMetaGen struct {
 
 var liveSpellings = []string{"", "D", "daily", "M", "monthly", "H", "h", "hourly", "W", "week", "Q", "A", "yearly"}
 
-func (g *liveMetaGen) batch() []delta.Record {
+func (g *liveMetaGen) batch() []format.Record {
 	n := 1 + g.rng.IntN(10)
-	out := make([]delta.Record, 0, n)
+	out := make([]format.Record, 0, n)
 	ids := make([]string, 0, len(g.m.series))
 	for id := range g.m.series {
 		ids = append(ids, id)
@@ -361,17 +360,17 @@ func (g *liveMetaGen) batch() []delta.Record {
 	slices.Sort(ids)
 	for range n {
 		g.seq += 1 + uint64(g.rng.IntN(3)/2)
-		r := delta.Record{Seq: g.seq, Op: delta.Upsert, Value: float64(g.seq) + 0.25}
+		r := format.Record{Seq: g.seq, Op: format.Upsert, Value: float64(g.seq) + 0.25}
 		if g.rng.IntN(4) == 0 || len(ids) == 0 {
 			// A series that may be new.
 			r.SeriesID = fmt.Sprintf("N%d", g.rng.IntN(25))
 			if g.rng.IntN(5) > 0 {
-				r.Meta = &delta.Meta{Name: "new " + r.SeriesID, Unit: "u", Frequency: format.Frequency(liveSpellings[g.rng.IntN(len(liveSpellings))])}
+				r.Meta = &format.RecordMeta{Name: "new " + r.SeriesID, Unit: "u", Frequency: format.Frequency(liveSpellings[g.rng.IntN(len(liveSpellings))])}
 			}
 		} else {
 			r.SeriesID = ids[g.rng.IntN(len(ids))]
 			if g.rng.IntN(10) == 0 {
-				r.Meta = &delta.Meta{Name: fmt.Sprint("renamed ", g.seq), Source: "s", Frequency: "M"}
+				r.Meta = &format.RecordMeta{Name: fmt.Sprint("renamed ", g.seq), Source: "s", Frequency: "M"}
 			}
 		}
 		freq := format.Daily
@@ -393,7 +392,7 @@ func (g *liveMetaGen) batch() []delta.Record {
 			r.Period = p + g.rng.Int64N(liveBucket(freq, p)-p)
 		}
 		if g.rng.IntN(5) == 0 {
-			r.Op = delta.Delete
+			r.Op = format.Delete
 		}
 		out = append(out, r)
 	}
@@ -423,21 +422,21 @@ func liveBucket(f format.Frequency, p int64) int64 {
 }
 
 // liveBadBatches are batches Apply must refuse without changing anything.
-func liveBadBatches(next uint64) map[string][]delta.Record {
-	ok := func(seq uint64) delta.Record {
-		return delta.Record{Seq: seq, Op: delta.Upsert, SeriesID: "A", Period: liveDay("2026-12-01"), Value: 1}
+func liveBadBatches(next uint64) map[string][]format.Record {
+	ok := func(seq uint64) format.Record {
+		return format.Record{Seq: seq, Op: format.Upsert, SeriesID: "A", Period: liveDay("2026-12-01"), Value: 1}
 	}
-	with := func(r delta.Record, f func(*delta.Record)) delta.Record { f(&r); return r }
-	return map[string][]delta.Record{
+	with := func(r format.Record, f func(*format.Record)) format.Record { f(&r); return r }
+	return map[string][]format.Record{
 		"out of order":        {ok(next + 1), ok(next)},
 		"duplicate seq":       {ok(next), ok(next)},
-		"seq 0":               {with(ok(0), func(r *delta.Record) {})},
-		"NaN":                 {ok(next), with(ok(next+1), func(r *delta.Record) { r.Value = math.NaN() })},
-		"Inf":                 {with(ok(next), func(r *delta.Record) { r.Value = math.Inf(-1) })},
-		"empty id":            {ok(next), with(ok(next+1), func(r *delta.Record) { r.SeriesID = "" })},
-		"unknown op":          {with(ok(next), func(r *delta.Record) { r.Op = 9 })},
-		"bad frequency":       {with(ok(next), func(r *delta.Record) { r.SeriesID, r.Meta = "Nbad", &delta.Meta{Frequency: "often"} })},
-		"period out of range": {ok(next), with(ok(next+1), func(r *delta.Record) { r.Period = math.MaxInt64 / 2 })},
+		"seq 0":               {with(ok(0), func(r *format.Record) {})},
+		"NaN":                 {ok(next), with(ok(next+1), func(r *format.Record) { r.Value = math.NaN() })},
+		"Inf":                 {with(ok(next), func(r *format.Record) { r.Value = math.Inf(-1) })},
+		"empty id":            {ok(next), with(ok(next+1), func(r *format.Record) { r.SeriesID = "" })},
+		"unknown op":          {with(ok(next), func(r *format.Record) { r.Op = 9 })},
+		"bad frequency":       {with(ok(next), func(r *format.Record) { r.SeriesID, r.Meta = "Nbad", &format.RecordMeta{Frequency: "often"} })},
+		"period out of range": {ok(next), with(ok(next+1), func(r *format.Record) { r.Period = math.MaxInt64 / 2 })},
 	}
 }
 
@@ -464,7 +463,7 @@ func TestLiveMetamorphic(t *testing.T) {
 	defer func() { a.Close(); b.Close() }()
 	model := liveModelOf(base)
 	gen := &liveMetaGen{rng: rng, m: model}
-	var applied [][]delta.Record
+	var applied [][]format.Record
 	stat := func(s *Store) DatasetStatus {
 		st, err := s.Status()
 		if err != nil || len(st) != 1 {
@@ -506,7 +505,7 @@ func TestLiveMetamorphic(t *testing.T) {
 			what = "bad input"
 			before := stat(a)
 			for name, bad := range liveBadBatches(model.last + 1) {
-				if _, err := a.Apply("d", bad); !errors.Is(err, delta.ErrBadRecord) {
+				if _, err := a.Apply("d", bad); !errors.Is(err, format.ErrBadRecord) {
 					t.Fatalf("step %d: bad batch %q: %v", step, name, err)
 				}
 			}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
@@ -52,18 +51,18 @@ func liveGenBase() *format.Table {
 
 // liveGenBatch is generation g >= 1; its seqs are (g-1)*liveGenRecords+1
 // through g*liveGenRecords.
-func liveGenBatch(g uint64) []delta.Record {
-	out := make([]delta.Record, 0, liveGenRecords)
+func liveGenBatch(g uint64) []format.Record {
+	out := make([]format.Record, 0, liveGenRecords)
 	seq := (g - 1) * liveGenRecords
 	for s := range liveGenSeries {
 		for p := 0; p <= liveGenPeriods; p++ {
 			seq++
-			r := delta.Record{Seq: seq, Op: delta.Upsert, SeriesID: liveGenID(s), Period: liveGenPeriod(p) + int64(g*3607%86400), Value: liveGenValue(s, p, g)}
+			r := format.Record{Seq: seq, Op: format.Upsert, SeriesID: liveGenID(s), Period: liveGenPeriod(p) + int64(g*3607%86400), Value: liveGenValue(s, p, g)}
 			if p == 0 {
-				r.Meta = &delta.Meta{Name: fmt.Sprint("g", g), Frequency: format.Daily}
+				r.Meta = &format.RecordMeta{Name: fmt.Sprint("g", g), Frequency: format.Daily}
 			}
 			if p == liveGenPeriods && g%2 == 1 {
-				r.Op = delta.Delete
+				r.Op = format.Delete
 			}
 			out = append(out, r)
 		}
@@ -747,26 +746,26 @@ func TestLiveApplyEdges(t *testing.T) {
 	if seq, _ := s.LastSeq("d"); seq != 10 {
 		t.Fatalf("last seq %d, want the snapshot's 10", seq)
 	}
-	mk := func(seqs ...uint64) []delta.Record {
-		var out []delta.Record
+	mk := func(seqs ...uint64) []format.Record {
+		var out []format.Record
 		for _, q := range seqs {
-			out = append(out, delta.Record{Seq: q, Op: delta.Upsert, SeriesID: "S1", Period: liveGenPeriod(int(q % 30)), Value: float64(q)})
+			out = append(out, format.Record{Seq: q, Op: format.Upsert, SeriesID: "S1", Period: liveGenPeriod(int(q % 30)), Value: float64(q)})
 		}
 		return out
 	}
 	for _, tc := range []struct {
-		batch []delta.Record
+		batch []format.Record
 		want  int
 	}{
 		{mk(3, 9, 10), 0},
 		{mk(8, 11, 12), 2},
 		{mk(12), 0},
 		{mk(13, 20, 21), 3},
-		{[]delta.Record{
-			{Seq: 22, Op: delta.Upsert, SeriesID: "new", Period: liveDay("2026-05-17"), Value: 1, Meta: &delta.Meta{Name: "New", Unit: "t", Source: "x", Frequency: "monthly"}},
-			{Seq: 23, Op: delta.Delete, SeriesID: "S2", Period: liveGenPeriod(4) + 3600},
-			{Seq: 24, Op: delta.Delete, SeriesID: "S2", Period: liveGenPeriod(40)}, // nothing there
-			{Seq: 25, Op: delta.Delete, SeriesID: "ghost", Period: liveGenPeriod(1)},
+		{[]format.Record{
+			{Seq: 22, Op: format.Upsert, SeriesID: "new", Period: liveDay("2026-05-17"), Value: 1, Meta: &format.RecordMeta{Name: "New", Unit: "t", Source: "x", Frequency: "monthly"}},
+			{Seq: 23, Op: format.Delete, SeriesID: "S2", Period: liveGenPeriod(4) + 3600},
+			{Seq: 24, Op: format.Delete, SeriesID: "S2", Period: liveGenPeriod(40)}, // nothing there
+			{Seq: 25, Op: format.Delete, SeriesID: "ghost", Period: liveGenPeriod(1)},
 		}, 4},
 		{nil, 0},
 	} {

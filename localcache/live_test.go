@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
@@ -61,12 +60,12 @@ func TestApplyMergeCompactReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := []delta.Record{
-		{Seq: 1, Op: delta.Upsert, SeriesID: "A", Period: day("2026-11-03") + 14*3600, Value: 30}, // revises 11-03
-		{Seq: 2, Op: delta.Delete, SeriesID: "A", Period: day("2026-11-01")},
-		{Seq: 3, Op: delta.Upsert, SeriesID: "A", Period: day("2026-11-04"), Value: 4},
-		{Seq: 4, Op: delta.Upsert, SeriesID: "M", Period: day("2026-11-17"), Value: 12}, // monthly -> 11-01
-		{Seq: 5, Op: delta.Upsert, SeriesID: "NEW", Period: day("2026-11-05"), Value: 7, Meta: &delta.Meta{Name: "new one", Frequency: format.Daily}},
+	batch := []format.Record{
+		{Seq: 1, Op: format.Upsert, SeriesID: "A", Period: day("2026-11-03") + 14*3600, Value: 30}, // revises 11-03
+		{Seq: 2, Op: format.Delete, SeriesID: "A", Period: day("2026-11-01")},
+		{Seq: 3, Op: format.Upsert, SeriesID: "A", Period: day("2026-11-04"), Value: 4},
+		{Seq: 4, Op: format.Upsert, SeriesID: "M", Period: day("2026-11-17"), Value: 12}, // monthly -> 11-01
+		{Seq: 5, Op: format.Upsert, SeriesID: "NEW", Period: day("2026-11-05"), Value: 7, Meta: &format.RecordMeta{Name: "new one", Frequency: format.Daily}},
 	}
 	if n, err := s.Apply("d", batch); err != nil || n != 5 {
 		t.Fatalf("apply: %d %v", n, err)
@@ -95,12 +94,12 @@ func TestApplyMergeCompactReopen(t *testing.T) {
 	}
 	check(s)
 	// Bad input changes nothing.
-	for _, bad := range [][]delta.Record{
-		{{Seq: 9, Op: delta.Upsert, SeriesID: "A", Period: 0, Value: math.NaN()}},
-		{{Seq: 9, Op: delta.Upsert, SeriesID: "A"}, {Seq: 8, Op: delta.Upsert, SeriesID: "A"}},
+	for _, bad := range [][]format.Record{
+		{{Seq: 9, Op: format.Upsert, SeriesID: "A", Period: 0, Value: math.NaN()}},
+		{{Seq: 9, Op: format.Upsert, SeriesID: "A"}, {Seq: 8, Op: format.Upsert, SeriesID: "A"}},
 		{{Seq: 9, Op: 7, SeriesID: "A"}},
 	} {
-		if _, err := s.Apply("d", bad); !errors.Is(err, delta.ErrBadRecord) {
+		if _, err := s.Apply("d", bad); !errors.Is(err, format.ErrBadRecord) {
 			t.Fatalf("bad batch accepted: %v", err)
 		}
 	}
@@ -140,9 +139,9 @@ func TestApplyMergeCompactReopen(t *testing.T) {
 }
 
 func TestCompactionDeterministicAndInstall(t *testing.T) {
-	batch := []delta.Record{
-		{Seq: 1, Op: delta.Upsert, SeriesID: "A", Period: day("2026-11-04"), Value: 4},
-		{Seq: 2, Op: delta.Upsert, SeriesID: "Z", Period: day("2026-11-05"), Value: 5, Meta: &delta.Meta{Unit: "u"}},
+	batch := []format.Record{
+		{Seq: 1, Op: format.Upsert, SeriesID: "A", Period: day("2026-11-04"), Value: 4},
+		{Seq: 2, Op: format.Upsert, SeriesID: "Z", Period: day("2026-11-05"), Value: 5, Meta: &format.RecordMeta{Unit: "u"}},
 	}
 	var ids []string
 	var stores []*Store
@@ -173,8 +172,8 @@ func TestCompactionDeterministicAndInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s3.Close()
-	later := []delta.Record{{Seq: 3, Op: delta.Upsert, SeriesID: "A", Period: day("2026-11-06"), Value: 6}}
-	if _, err := s3.Apply("d", append(append([]delta.Record{}, batch...), later...)); err != nil {
+	later := []format.Record{{Seq: 3, Op: format.Upsert, SeriesID: "A", Period: day("2026-11-06"), Value: 6}}
+	if _, err := s3.Apply("d", append(append([]format.Record{}, batch...), later...)); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := stores[0].Status()

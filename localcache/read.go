@@ -230,7 +230,7 @@ func (b *mergeBuf) put() {
 // and returns the series' latest metadata from the delta (nil if none),
 // read together with the points: a batch applied meanwhile is in both or
 // in neither. The points are valid until buf is reused.
-func (l located) merged(buf *mergeBuf, from, to int64) (snapshot.Points, format.Frequency, *delta.Meta, error) {
+func (l located) merged(buf *mergeBuf, from, to int64) (snapshot.Points, format.Frequency, *format.RecordMeta, error) {
 	var base snapshot.Points
 	var freq format.Frequency
 	if l.inBase {
@@ -241,8 +241,8 @@ func (l located) merged(buf *mergeBuf, from, to int64) (snapshot.Points, format.
 		freq = l.rs.snap.Frequency(l.row)
 	}
 	var out snapshot.Points
-	var meta *delta.Meta
-	read := func(dp []delta.Point, dfreq format.Frequency, m *delta.Meta) {
+	var meta *format.RecordMeta
+	read := func(dp []delta.Point, dfreq format.Frequency, m *format.RecordMeta) {
 		out = mergeInto(buf, base, dp)
 		meta = m
 		if freq == "" {

@@ -443,7 +443,7 @@ func (s *Store) openStateLocked(d *Dataset, id string) (*readState, error) {
 func (s *Store) openDeltaLocked(d *Dataset, snap *snapshot.Snapshot) (*readState, error) {
 	covers := snap.Manifest.CoversThroughSeq
 	last := covers
-	var recs []delta.Record
+	var recs []format.Record
 	if d.mu.wal == nil {
 		mk, err := readEpochMarker(d.dir)
 		if err != nil {

@@ -7,18 +7,17 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
 // truncRecs are seqs first..last upserting A at 2026-11-10+i with value
 // seq (and a new series N at seq 6).
-func truncRecs(first, last uint64) []delta.Record {
-	var out []delta.Record
+func truncRecs(first, last uint64) []format.Record {
+	var out []format.Record
 	for q := first; q <= last; q++ {
-		r := delta.Record{Seq: q, Op: delta.Upsert, SeriesID: "A", Period: day("2026-11-10") + int64(q)*86400, Value: float64(q)}
+		r := format.Record{Seq: q, Op: format.Upsert, SeriesID: "A", Period: day("2026-11-10") + int64(q)*86400, Value: float64(q)}
 		if q == 6 {
-			r = delta.Record{Seq: q, Op: delta.Upsert, SeriesID: "N", Period: day("2026-11-10"), Value: 6, Meta: &delta.Meta{Name: "n", Frequency: format.Daily}}
+			r = format.Record{Seq: q, Op: format.Upsert, SeriesID: "N", Period: day("2026-11-10"), Value: 6, Meta: &format.RecordMeta{Name: "n", Frequency: format.Daily}}
 		}
 		out = append(out, r)
 	}

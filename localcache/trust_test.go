@@ -322,11 +322,11 @@ func TestTrustReopenAfterInterruptedInstall(t *testing.T) {
 
 // trustRecs is two upserts at seqs first, first+1: A0's first day to 999
 // and a new series Z.
-func trustRecs(first uint64) []delta.Record {
+func trustRecs(first uint64) []format.Record {
 	day := liveDay("2024-01-01")
-	return []delta.Record{
-		{Seq: first, Op: delta.Upsert, SeriesID: "A0", Period: day, Value: 999},
-		{Seq: first + 1, Op: delta.Upsert, SeriesID: "Z", Period: day, Value: 5},
+	return []format.Record{
+		{Seq: first, Op: format.Upsert, SeriesID: "A0", Period: day, Value: 999},
+		{Seq: first + 1, Op: format.Upsert, SeriesID: "Z", Period: day, Value: 5},
 	}
 }
 
@@ -534,7 +534,7 @@ func TestTrustTruncatedMappingUnderWrites(t *testing.T) {
 		write func(s *Store) error
 	}{
 		{format.HashFile, func(s *Store) error {
-			_, err := s.Apply("bad", []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01"), Value: 1}})
+			_, err := s.Apply("bad", []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01"), Value: 1}})
 			return err
 		}},
 		{format.DataFile, func(s *Store) error {
@@ -549,7 +549,7 @@ func TestTrustTruncatedMappingUnderWrites(t *testing.T) {
 			s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1, CompactRows: -1, CompactBytes: -1})
 			defer s.Close()
 			if c.file == format.DataFile { // something to fold
-				if _, err := s.Apply("bad", []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01"), Value: 1}}); err != nil {
+				if _, err := s.Apply("bad", []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01"), Value: 1}}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -28,10 +28,10 @@ func TestWALCorruptionMarksDamagedNoSeqReuse(t *testing.T) {
 	const batches, per = 20, 50
 	seq := uint64(0)
 	for range batches {
-		batch := make([]delta.Record, per)
+		batch := make([]format.Record, per)
 		for i := range batch {
 			seq++
-			batch[i] = delta.Record{Seq: seq, Op: delta.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01") + int64(seq)*86400, Value: float64(seq)}
+			batch[i] = format.Record{Seq: seq, Op: format.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01") + int64(seq)*86400, Value: float64(seq)}
 		}
 		if _, err := s.Apply("bad", batch); err != nil {
 			t.Fatal(err)
@@ -56,7 +56,7 @@ func TestWALCorruptionMarksDamagedNoSeqReuse(t *testing.T) {
 		t.Fatalf("Damaged(bad) = %v; want ErrDamaged with a delta.CorruptionError at %s offset 8", err, seg)
 	}
 	trustWantServes(t, s, "good:G1", 11)
-	next := []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01"), Value: -1}}
+	next := []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "B1", Period: liveDay("2024-01-01"), Value: -1}}
 	if _, err := s.Apply("bad", next); err == nil {
 		t.Fatal("a put into the dataset with the corrupt log was taken")
 	}

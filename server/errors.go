@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server/cook"
 )
 
@@ -35,7 +35,7 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return http.StatusRequestTimeout
-	case errors.Is(err, ErrBadInput), errors.Is(err, delta.ErrBadRecord):
+	case errors.Is(err, ErrBadInput), errors.Is(err, format.ErrBadRecord):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrConflict):
 		return http.StatusConflict

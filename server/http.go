@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 	"github.com/energyscope/energyscope/server/cook"
@@ -182,7 +181,7 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxIngestBody)
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	var recs []delta.Record
+	var recs []format.Record
 	var err error
 	switch ct {
 	case "application/json":

@@ -17,7 +17,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server/cook"
 )
@@ -79,12 +78,12 @@ func tooManyRows(what string) error {
 }
 
 // parseOp reads an op cell: "" and upsert are an upsert.
-func parseOp(s string) (delta.Op, error) {
+func parseOp(s string) (format.Op, error) {
 	switch {
 	case s == "" || strings.EqualFold(s, "upsert"):
-		return delta.Upsert, nil
+		return format.Upsert, nil
 	case strings.EqualFold(s, "delete"):
-		return delta.Delete, nil
+		return format.Delete, nil
 	}
 	return 0, fmt.Errorf("op %q: want upsert or delete", s)
 }
@@ -94,12 +93,12 @@ func parseOp(s string) (delta.Op, error) {
 // (upsert|delete), unit, name, source, frequency; metadata is attached to
 // the first record of each series that has any. Any bad line fails the
 // whole input with name:line and the reason.
-func ParseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.Record, error) {
+func ParseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]format.Record, error) {
 	recs, err := parseRowsCSV(r, name, cols, del)
 	return recs, parseError(err)
 }
 
-func parseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.Record, error) {
+func parseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]format.Record, error) {
 	cols = cols.withDefaults()
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
@@ -149,7 +148,7 @@ func parseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.
 		}
 		return strings.TrimSpace(rec[i])
 	}
-	var out []delta.Record
+	var out []format.Record
 	b := newRowBuilder()
 	for {
 		rec, err := cr.Read()
@@ -165,12 +164,12 @@ func parseRowsCSV(r io.Reader, name string, cols RowColumns, del bool) ([]delta.
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
 		if del {
-			op = delta.Delete
+			op = format.Delete
 		}
 		p, perr := textPeriod(cell(rec, pi))
 		var v float64
 		var verr error
-		if op == delta.Upsert {
+		if op == format.Upsert {
 			v, verr = textValue(cell(rec, vi))
 		}
 		r, err := b.row(cell(rec, si), p, perr, op, v, verr, cell(rec, ui), cell(rec, ni), cell(rec, sri), cell(rec, fi))
@@ -218,34 +217,34 @@ func textValue(s string) (float64, error) {
 // row makes one record of a row whose period and value the caller has
 // read (perr, verr: why they could not be; verr is ignored for a delete).
 // The id is validated the first time it is seen.
-func (b *rowBuilder) row(id string, p int64, perr error, op delta.Op, v float64, verr error, unit, name, source, freq string) (delta.Record, error) {
+func (b *rowBuilder) row(id string, p int64, perr error, op format.Op, v float64, verr error, unit, name, source, freq string) (format.Record, error) {
 	first := !b.seen[id]
 	if first {
 		if err := format.ValidSeriesID(id); err != nil {
-			return delta.Record{}, err
+			return format.Record{}, err
 		}
 	}
 	if perr != nil {
-		return delta.Record{}, perr
+		return format.Record{}, perr
 	}
-	r := delta.Record{Op: op, SeriesID: id, Period: p}
-	if op == delta.Upsert {
+	r := format.Record{Op: op, SeriesID: id, Period: p}
+	if op == format.Upsert {
 		if verr != nil {
-			return delta.Record{}, verr
+			return format.Record{}, verr
 		}
 		r.Value = v
 	}
 	if first {
-		m := delta.Meta{Unit: unit, Name: name, Source: source}
+		m := format.RecordMeta{Unit: unit, Name: name, Source: source}
 		if freq != "" {
 			f, err := format.ParseFrequency(freq)
 			if err != nil {
-				return delta.Record{}, err
+				return format.Record{}, err
 			}
 			m.Frequency = f
 		}
 		b.seen[id] = true
-		if m != (delta.Meta{}) {
+		if m != (format.RecordMeta{}) {
 			r.Meta = &m
 		}
 	}
@@ -267,12 +266,12 @@ type jsonRow struct {
 
 // ParseRowsJSON reads {"rows":[{"series_id","period","value","op"?,...}]}.
 // Nothing but white space may follow the object.
-func ParseRowsJSON(r io.Reader) ([]delta.Record, error) {
+func ParseRowsJSON(r io.Reader) ([]format.Record, error) {
 	recs, err := parseRowsJSON(r)
 	return recs, parseError(err)
 }
 
-func parseRowsJSON(r io.Reader) ([]delta.Record, error) {
+func parseRowsJSON(r io.Reader) ([]format.Record, error) {
 	var body struct {
 		Rows []jsonRow `json:"rows"`
 	}
@@ -293,7 +292,7 @@ func parseRowsJSON(r io.Reader) ([]delta.Record, error) {
 		return nil, tooManyRows("json body")
 	}
 	b := newRowBuilder()
-	out := make([]delta.Record, 0, len(body.Rows))
+	out := make([]format.Record, 0, len(body.Rows))
 	for i, jr := range body.Rows {
 		op, err := parseOp(jr.Op)
 		if err != nil {
@@ -306,7 +305,7 @@ func parseRowsJSON(r io.Reader) ([]delta.Record, error) {
 		p, perr := textPeriod(period)
 		var v float64
 		var verr error
-		if op == delta.Upsert {
+		if op == format.Upsert {
 			switch raw := string(jr.Value); {
 			case raw == "" || raw == "null":
 				verr = errNoValue
@@ -359,12 +358,12 @@ func jsonPeriod(raw json.RawMessage) (string, error) {
 // stream is read into memory (at most MaxIngestBytes) and each message's
 // lengths are checked against the bytes present before anything is
 // allocated for it (cook.NewIPCStreamReader).
-func ParseRowsArrow(r io.Reader) ([]delta.Record, error) {
+func ParseRowsArrow(r io.Reader) ([]format.Record, error) {
 	recs, err := parseRowsArrow(r)
 	return recs, parseError(err)
 }
 
-func parseRowsArrow(r io.Reader) (out []delta.Record, err error) {
+func parseRowsArrow(r io.Reader) (out []format.Record, err error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxIngestBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("arrow stream: %w", err)
@@ -499,11 +498,11 @@ func parseRowsArrow(r io.Reader) (out []delta.Record, err error) {
 // median spacing says weekly for irregular daily rows), the next finer
 // frequency is taken, down to hourly: distinct periods never collapse
 // into one point. A batch whose new series has two periods in one hour
-// is refused (wrapping ErrBadInput, delta.ErrBadRecord and
+// is refused (wrapping ErrBadInput, format.ErrBadRecord and
 // ErrNoFrequency): it needs a frequency column.
 //
 // It returns the number of series it gave a frequency.
-func inferNewSeries(recs []delta.Record, has func(id string) (bool, error)) (int, error) {
+func inferNewSeries(recs []format.Record, has func(id string) (bool, error)) (int, error) {
 	type series struct {
 		first   int
 		freq    bool
@@ -553,11 +552,11 @@ func inferNewSeries(recs []delta.Record, has func(id string) (bool, error)) (int
 			id := recs[s.first].SeriesID
 			a, b := collision(format.Hourly, s.periods)
 			return 0, fmt.Errorf("%w: %w: %w: new series %q: periods %s and %s fall in one hour, the finest frequency; give the series a frequency",
-				ErrBadInput, delta.ErrBadRecord, ErrNoFrequency, id, time.Unix(a, 0).UTC().Format(time.RFC3339), time.Unix(b, 0).UTC().Format(time.RFC3339))
+				ErrBadInput, format.ErrBadRecord, ErrNoFrequency, id, time.Unix(a, 0).UTC().Format(time.RFC3339), time.Unix(b, 0).UTC().Format(time.RFC3339))
 		}
 		r := &recs[s.first]
 		if r.Meta == nil {
-			r.Meta = &delta.Meta{}
+			r.Meta = &format.RecordMeta{}
 		} else {
 			m := *r.Meta // the caller's Meta may be shared
 			r.Meta = &m

@@ -17,7 +17,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -119,13 +118,13 @@ func rowsArrow(t testing.TB, rows []testRow) []byte {
 }
 
 // parseAll parses the same rows as CSV, JSON and an Arrow stream.
-func parseAll(t *testing.T, rows []testRow) map[string]func() ([]delta.Record, error) {
-	return map[string]func() ([]delta.Record, error){
-		"csv": func() ([]delta.Record, error) {
+func parseAll(t *testing.T, rows []testRow) map[string]func() ([]format.Record, error) {
+	return map[string]func() ([]format.Record, error){
+		"csv": func() ([]format.Record, error) {
 			return ParseRowsCSV(bytes.NewReader(rowsCSV(rows)), "body", RowColumns{}, false)
 		},
-		"json":  func() ([]delta.Record, error) { return ParseRowsJSON(bytes.NewReader(rowsJSON(rows))) },
-		"arrow": func() ([]delta.Record, error) { return ParseRowsArrow(bytes.NewReader(rowsArrow(t, rows))) },
+		"json":  func() ([]format.Record, error) { return ParseRowsJSON(bytes.NewReader(rowsJSON(rows))) },
+		"arrow": func() ([]format.Record, error) { return ParseRowsArrow(bytes.NewReader(rowsArrow(t, rows))) },
 	}
 }
 
@@ -140,7 +139,7 @@ func TestIngestFormatsAgree(t *testing.T) {
 		{id: "B", period: sp("2024-01-01"), op: sp("delete")},
 		{id: "Zürich", period: sp("2024-01-01T05:00:00Z"), value: fp(-3)},
 	}
-	var want []delta.Record
+	var want []format.Record
 	for name, parse := range parseAll(t, good) {
 		recs, err := parse()
 		if err != nil {
@@ -275,16 +274,16 @@ func TestIngestNewHourlySeries(t *testing.T) {
 	}
 	// An existing series keeps its frequency: a monthly series gets no
 	// inferred metadata from a batch of daily rows.
-	recs := []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: t0.Unix(), Value: 1}, {Op: delta.Upsert, SeriesID: "MSFT", Period: t0.Unix() + 86400, Value: 2}}
+	recs := []format.Record{{Op: format.Upsert, SeriesID: "MSFT", Period: t0.Unix(), Value: 1}, {Op: format.Upsert, SeriesID: "MSFT", Period: t0.Unix() + 86400, Value: 2}}
 	if n, err := inferNewSeries(recs, func(id string) (bool, error) { return f.srv.Store().Has("stocks", id) }); err != nil || n != 0 || recs[0].Meta != nil {
 		t.Fatalf("existing series: %v, meta %+v", err, recs[0].Meta)
 	}
 
 	// Irregular daily rows: cook's median spacing says weekly, which
 	// would fold Jan 1 and Jan 2 into one week; the delta takes daily.
-	var irregular []delta.Record
+	var irregular []format.Record
 	for _, d := range []int{1, 2, 9, 16, 23, 30, 37, 44} {
-		irregular = append(irregular, delta.Record{Op: delta.Upsert, SeriesID: "IRR", Period: t0.AddDate(0, 0, d).Unix(), Value: 1})
+		irregular = append(irregular, format.Record{Op: format.Upsert, SeriesID: "IRR", Period: t0.AddDate(0, 0, d).Unix(), Value: 1})
 	}
 	if got := format.InferFrequency([]int64{irregular[0].Period, irregular[1].Period, irregular[2].Period, irregular[3].Period}); got != format.Weekly {
 		t.Fatalf("cook's inference: %q, want weekly (the case this covers)", got)
@@ -320,7 +319,7 @@ func TestIngestNewHourlySeries(t *testing.T) {
 // The ingest decoders take bytes from the network: whatever they get they
 // must return (no panic, no allocation beyond the input's size), and an
 // error must be ErrBadInput or ErrTooLarge.
-func checkParsed(t *testing.T, recs []delta.Record, err error) {
+func checkParsed(t *testing.T, recs []format.Record, err error) {
 	if err != nil {
 		if !errors.Is(err, ErrBadInput) && !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("error %v is neither ErrBadInput nor ErrTooLarge", err)
@@ -333,7 +332,7 @@ func checkParsed(t *testing.T, recs []delta.Record, err error) {
 	for i := range recs {
 		recs[i].Seq = uint64(i) + 1
 	}
-	if err := delta.Validate(recs); err != nil {
+	if err := format.ValidateRecords(recs); err != nil {
 		t.Fatalf("parsed rows fail validation: %v", err)
 	}
 }

@@ -166,7 +166,7 @@ type dataset struct {
 	// hist holds every record since the oldest retained snapshot: with
 	// seq > histFrom, contiguous. Guarded by hmu (readers: the hub).
 	hmu      sync.RWMutex
-	hist     []delta.Record
+	hist     []format.Record
 	histFrom uint64
 	histLog  *delta.WAL
 	// files maps sha256 -> path for the retained snapshots; guarded by hmu.
@@ -273,7 +273,7 @@ func (s *Server) openDataset(name string) (*dataset, error) {
 // scanning backwards, the last record written with a seq is the one the
 // store holds, and orphans (above the head, or earlier writes of a seq
 // already taken) are skipped.
-func usableHistory(recs []delta.Record, head uint64) []delta.Record {
+func usableHistory(recs []format.Record, head uint64) []format.Record {
 	want := head
 	i := len(recs)
 	for j := len(recs) - 1; j >= 0 && want > 0; j-- {
@@ -409,7 +409,7 @@ func (s *Server) OpenFile(name, sha string) (*os.File, error) {
 // Ingest assigns sequence numbers to records, makes them durable (store
 // WAL and history), applies them and fans them out. It returns the seq
 // range assigned.
-func (s *Server) Ingest(name string, recs []delta.Record) (first, last uint64, err error) {
+func (s *Server) Ingest(name string, recs []format.Record) (first, last uint64, err error) {
 	if len(recs) == 0 {
 		return 0, 0, fmt.Errorf("%w: no rows", ErrBadInput)
 	}
@@ -430,7 +430,7 @@ func (s *Server) Ingest(name string, recs []delta.Record) (first, last uint64, e
 	for i := range recs {
 		recs[i].Seq = head + uint64(i) + 1
 	}
-	if err := delta.Validate(recs); err != nil {
+	if err := format.ValidateRecords(recs); err != nil {
 		d.mu.Unlock()
 		return 0, 0, err
 	}
@@ -801,7 +801,7 @@ func (s *Server) sweepUploads() {
 
 // batchBytesBound is an upper bound of the size of recs in a write-ahead
 // log frame (every varint counted at its widest).
-func batchBytesBound(recs []delta.Record) int64 {
+func batchBytesBound(recs []format.Record) int64 {
 	const varint = binary.MaxVarintLen64
 	n := int64(varint)
 	for i := range recs {

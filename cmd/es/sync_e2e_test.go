@@ -414,7 +414,7 @@ func esGet(t *testing.T, home, series string) string {
 
 // walRecords reads a dataset's write-ahead log read-only: the records
 // above covers.
-func walRecords(t *testing.T, home, ds string, covers uint64) []delta.Record {
+func walRecords(t *testing.T, home, ds string, covers uint64) []format.Record {
 	t.Helper()
 	_, recs, err := delta.OpenWAL(filepath.Join(home, localcache.DatasetsDir, ds, localcache.WALDir), true, covers, slog.New(slog.DiscardHandler))
 	if err != nil {

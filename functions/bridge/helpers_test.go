@@ -16,7 +16,7 @@ import (
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 )
 
 // sampleHome is a home with the three sample datasets.
@@ -166,7 +166,7 @@ func (b *testBridge) apply(tb testing.TB, dataset, series string, period int64, 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := b.store.Apply(dataset, []delta.Record{{Seq: last + 1, Op: delta.Upsert, SeriesID: series, Period: period, Value: value}}); err != nil {
+	if _, err := b.store.Apply(dataset, []format.Record{{Seq: last + 1, Op: format.Upsert, SeriesID: series, Period: period, Value: value}}); err != nil {
 		tb.Fatal(err)
 	}
 }

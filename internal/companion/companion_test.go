@@ -20,7 +20,6 @@ import (
 	"github.com/energyscope/energyscope/internal/companion"
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/client"
 )
@@ -158,7 +157,7 @@ func TestSync(t *testing.T) {
 
 	// A live update reaches the companion's store.
 	when := time.Date(2010, 4, 1, 0, 0, 0, 0, time.UTC).Unix()
-	if _, _, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: when, Value: 123.5}}); err != nil {
+	if _, _, err := srv.Ingest("stocks", []format.Record{{Op: format.Upsert, SeriesID: "MSFT", Period: when, Value: 123.5}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "live update", func() bool {

@@ -22,8 +22,8 @@ type Point struct {
 type Series struct {
 	ID     string
 	Freq   format.Frequency
-	Meta   *Meta   // the latest metadata a record carried; nil if none
-	Points []Point // sorted by Period, one per period
+	Meta   *format.RecordMeta // the latest metadata a record carried; nil if none
+	Points []Point            // sorted by Period, one per period
 }
 
 // Base is what the delta needs to know about the snapshot it shadows.
@@ -59,27 +59,27 @@ type Delta struct {
 // so that appending never copies what is already there (a delta may hold
 // millions of records).
 type recordLog struct {
-	chunks [][]Record
+	chunks [][]format.Record
 	n      int
 }
 
 const recordChunk = 4096
 
-func (l *recordLog) append(r *Record) {
+func (l *recordLog) append(r *format.Record) {
 	if k := len(l.chunks); k == 0 || len(l.chunks[k-1]) == recordChunk {
-		l.chunks = append(l.chunks, make([]Record, 0, recordChunk))
+		l.chunks = append(l.chunks, make([]format.Record, 0, recordChunk))
 	}
 	c := &l.chunks[len(l.chunks)-1]
 	*c = append(*c, *r)
 	l.n++
 }
 
-func (l *recordLog) at(i int) *Record { return &l.chunks[i/recordChunk][i%recordChunk] }
+func (l *recordLog) at(i int) *format.Record { return &l.chunks[i/recordChunk][i%recordChunk] }
 
 // after copies the records with seq > seq (records are in seq order).
-func (l *recordLog) after(seq uint64) []Record {
+func (l *recordLog) after(seq uint64) []format.Record {
 	i := sort.Search(l.n, func(i int) bool { return l.at(i).Seq > seq })
-	out := make([]Record, 0, l.n-i)
+	out := make([]format.Record, 0, l.n-i)
 	for i < l.n {
 		c := l.chunks[i/recordChunk][i%recordChunk:]
 		out = append(out, c...)
@@ -122,7 +122,7 @@ func (d *Delta) Empty() bool {
 // Apply makes the records of an already validated and durable batch
 // visible, all at once. Records with seq <= LastSeq are skipped. It
 // returns the number applied.
-func (d *Delta) Apply(batch []Record) int {
+func (d *Delta) Apply(batch []format.Record) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	last := d.lastSeq.Load()
@@ -144,7 +144,7 @@ func (d *Delta) Apply(batch []Record) int {
 	return n
 }
 
-func (d *Delta) applyLocked(r *Record) {
+func (d *Delta) applyLocked(r *format.Record) {
 	s := d.series[r.SeriesID]
 	if s == nil {
 		s = &Series{ID: r.SeriesID}
@@ -174,7 +174,7 @@ func (d *Delta) applyLocked(r *Record) {
 		s.Freq = format.Daily
 	}
 	p := s.Freq.Normalize(r.Period)
-	pt := Point{Period: p, Value: r.Value, Deleted: r.Op == Delete}
+	pt := Point{Period: p, Value: r.Value, Deleted: r.Op == format.Delete}
 	np := len(s.Points)
 	if np == 0 || s.Points[np-1].Period < p { // the common case: a new latest point
 		if np == 0 {
@@ -226,7 +226,7 @@ func rangeOf(pts []Point, from, to int64) []Point {
 // has nothing pending. pts is only valid during fn: fn must copy what it
 // keeps and must not call back into d's write methods. This is the read
 // path of a series with pending changes: no allocation, no map lookup.
-func (d *Delta) ReadRow(row uint32, from, to int64, fn func(pts []Point, freq format.Frequency, meta *Meta)) bool {
+func (d *Delta) ReadRow(row uint32, from, to int64, fn func(pts []Point, freq format.Frequency, meta *format.RecordMeta)) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.byRow == nil || int(row) >= len(d.byRow) || d.byRow[row] == nil {
@@ -239,7 +239,7 @@ func (d *Delta) ReadRow(row uint32, from, to int64, fn func(pts []Point, freq fo
 
 // Read is ReadRow for a series looked up by id (series the snapshot does
 // not have).
-func (d *Delta) Read(id string, from, to int64, fn func(pts []Point, freq format.Frequency, meta *Meta)) bool {
+func (d *Delta) Read(id string, from, to int64, fn func(pts []Point, freq format.Frequency, meta *format.RecordMeta)) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	s := d.series[id]
@@ -252,7 +252,7 @@ func (d *Delta) Read(id string, from, to int64, fn func(pts []Point, freq format
 
 // Range copies the pending points of id with from <= period <= to and the
 // series' metadata. ok is false when the series has nothing pending.
-func (d *Delta) Range(id string, from, to int64) (pts []Point, freq format.Frequency, meta *Meta, ok bool) {
+func (d *Delta) Range(id string, from, to int64) (pts []Point, freq format.Frequency, meta *format.RecordMeta, ok bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	s := d.series[id]
@@ -266,7 +266,7 @@ func (d *Delta) Range(id string, from, to int64) (pts []Point, freq format.Frequ
 }
 
 // Records returns the applied records with seq > after, in order.
-func (d *Delta) Records(after uint64) []Record {
+func (d *Delta) Records(after uint64) []format.Record {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.records.after(after)

@@ -28,7 +28,7 @@ func BenchmarkDeltaApplyCPU(b *testing.B) {
 	}
 	day0 := liveDay("2026-01-01")
 	d := New(base, 0)
-	batch := make([]Record, 1000)
+	batch := make([]format.Record, 1000)
 	var buf []byte
 	seq := uint64(0)
 	b.ResetTimer()
@@ -36,12 +36,12 @@ func BenchmarkDeltaApplyCPU(b *testing.B) {
 		for k := range batch {
 			seq++
 			j := int(seq)
-			batch[k] = Record{Seq: seq, Op: Upsert, SeriesID: ids[j%nSeries], Period: day0 + int64(j%105)*86400, Value: float64(j)}
+			batch[k] = format.Record{Seq: seq, Op: format.Upsert, SeriesID: ids[j%nSeries], Period: day0 + int64(j%105)*86400, Value: float64(j)}
 		}
-		if err := Validate(batch); err != nil {
+		if err := format.ValidateRecords(batch); err != nil {
 			b.Fatal(err)
 		}
-		buf = EncodeBatch(buf[:0], batch)
+		buf = format.EncodeBatch(buf[:0], batch)
 		d.Apply(batch)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/row")

@@ -47,16 +47,16 @@ func TestDeltaApplyRange(t *testing.T) {
 	if d.LastSeq() != 10 || !d.Empty() {
 		t.Fatalf("new delta: last %d empty %v", d.LastSeq(), d.Empty())
 	}
-	n := d.Apply([]Record{
-		{Seq: 9, Op: Upsert, SeriesID: "s01", Period: liveDay("2026-01-01"), Value: -1}, // covered by the base: skipped
-		{Seq: 11, Op: Upsert, SeriesID: "s01", Period: liveDay("2026-01-02") + 14*3600, Value: 2},
-		{Seq: 12, Op: Upsert, SeriesID: "s01", Period: liveDay("2026-01-02") + 23*3600, Value: 3}, // revises the same day
-		{Seq: 13, Op: Delete, SeriesID: "s01", Period: liveDay("2026-01-01") + 60},
-		{Seq: 14, Op: Upsert, SeriesID: "M", Period: liveDay("2026-03-17"), Value: 4},
-		{Seq: 15, Op: Upsert, SeriesID: "new", Period: liveDay("2026-03-17"), Value: 5, Meta: &Meta{Name: "n", Frequency: "monthly"}},
-		{Seq: 16, Op: Upsert, SeriesID: "new", Period: liveDay("2026-04-30") + 3600, Value: 6},
-		{Seq: 17, Op: Upsert, SeriesID: "plain", Period: liveDay("2026-04-30") + 3600, Value: 7},
-		{Seq: 18, Op: Upsert, SeriesID: "hourly", Period: liveDay("2026-04-30") + 3601, Value: 8, Meta: &Meta{Frequency: "h"}},
+	n := d.Apply([]format.Record{
+		{Seq: 9, Op: format.Upsert, SeriesID: "s01", Period: liveDay("2026-01-01"), Value: -1}, // covered by the base: skipped
+		{Seq: 11, Op: format.Upsert, SeriesID: "s01", Period: liveDay("2026-01-02") + 14*3600, Value: 2},
+		{Seq: 12, Op: format.Upsert, SeriesID: "s01", Period: liveDay("2026-01-02") + 23*3600, Value: 3}, // revises the same day
+		{Seq: 13, Op: format.Delete, SeriesID: "s01", Period: liveDay("2026-01-01") + 60},
+		{Seq: 14, Op: format.Upsert, SeriesID: "M", Period: liveDay("2026-03-17"), Value: 4},
+		{Seq: 15, Op: format.Upsert, SeriesID: "new", Period: liveDay("2026-03-17"), Value: 5, Meta: &format.RecordMeta{Name: "n", Frequency: "monthly"}},
+		{Seq: 16, Op: format.Upsert, SeriesID: "new", Period: liveDay("2026-04-30") + 3600, Value: 6},
+		{Seq: 17, Op: format.Upsert, SeriesID: "plain", Period: liveDay("2026-04-30") + 3600, Value: 7},
+		{Seq: 18, Op: format.Upsert, SeriesID: "hourly", Period: liveDay("2026-04-30") + 3601, Value: 8, Meta: &format.RecordMeta{Frequency: "h"}},
 	})
 	if n != 8 || d.LastSeq() != 18 {
 		t.Fatalf("applied %d, last %d", n, d.LastSeq())
@@ -107,7 +107,7 @@ func TestDeltaApplyRange(t *testing.T) {
 		t.Fatal("Snapshot aliases the delta")
 	}
 	// Re-applying is a no-op.
-	if n := d.Apply([]Record{{Seq: 18, Op: Upsert, SeriesID: "s01", Period: 0, Value: 1}}); n != 0 {
+	if n := d.Apply([]format.Record{{Seq: 18, Op: format.Upsert, SeriesID: "s01", Period: 0, Value: 1}}); n != 0 {
 		t.Fatalf("re-applied %d", n)
 	}
 }
@@ -143,10 +143,10 @@ func TestDeltaBatchAtomic(t *testing.T) {
 	}
 	seq := uint64(0)
 	for g := 1; g <= 300; g++ {
-		batch := make([]Record, periods)
+		batch := make([]format.Record, periods)
 		for i := range batch {
 			seq++
-			batch[i] = Record{Seq: seq, Op: Upsert, SeriesID: "A", Period: int64(i)*86400 + int64(g%86400), Value: float64(g)}
+			batch[i] = format.Record{Seq: seq, Op: format.Upsert, SeriesID: "A", Period: int64(i)*86400 + int64(g%86400), Value: float64(g)}
 		}
 		d.Apply(batch)
 	}
@@ -172,23 +172,23 @@ func TestDeltaMatchesModel(t *testing.T) {
 	model := map[key]Point{}
 	seq := uint64(0)
 	for range 400 {
-		batch := make([]Record, 1+rng.IntN(8))
+		batch := make([]format.Record, 1+rng.IntN(8))
 		for i := range batch {
 			seq += 1 + uint64(rng.IntN(2))
 			ids := []string{"D", "M", "W", "H", "N"}
-			r := Record{Seq: seq, Op: Upsert, SeriesID: ids[rng.IntN(len(ids))], Period: liveDay("2025-06-01") + rng.Int64N(400*86400), Value: float64(seq)}
+			r := format.Record{Seq: seq, Op: format.Upsert, SeriesID: ids[rng.IntN(len(ids))], Period: liveDay("2025-06-01") + rng.Int64N(400*86400), Value: float64(seq)}
 			if r.SeriesID == "H" {
-				r.Meta = &Meta{Frequency: format.Hourly}
+				r.Meta = &format.RecordMeta{Frequency: format.Hourly}
 				r.Period = liveDay("2025-06-01") + rng.Int64N(200*3600)
 			}
 			if rng.IntN(5) == 0 {
-				r.Op = Delete
+				r.Op = format.Delete
 			}
 			batch[i] = r
 			p := freqOf[r.SeriesID].Normalize(r.Period)
-			model[key{r.SeriesID, p}] = Point{Period: p, Value: r.Value, Deleted: r.Op == Delete}
+			model[key{r.SeriesID, p}] = Point{Period: p, Value: r.Value, Deleted: r.Op == format.Delete}
 		}
-		if err := Validate(batch); err != nil {
+		if err := format.ValidateRecords(batch); err != nil {
 			t.Fatal(err)
 		}
 		d.Apply(batch)

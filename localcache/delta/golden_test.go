@@ -17,18 +17,18 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata golden files")
 // goldenRecords is a fixed set of records covering every field of the
 // encoding: both ops, with and without metadata, empty and UTF-8 strings,
 // negative and extreme periods, seqs and values of every varint width.
-func goldenRecords() [][]Record {
-	return [][]Record{
+func goldenRecords() [][]format.Record {
+	return [][]format.Record{
 		{
-			{Seq: 1, Op: Upsert, SeriesID: "A", Period: 0, Value: 1},
-			{Seq: 2, Op: Upsert, SeriesID: "PET.RWTC.D", Period: 1700000000, Value: 71.5, Meta: &Meta{Name: "WTI", Unit: "$/bbl", Source: "EIA", Frequency: format.Daily}},
-			{Seq: 300, Op: Delete, SeriesID: "PET.RWTC.D", Period: 1700086400},
-			{Seq: 70000, Op: Upsert, SeriesID: "Zürich/Ölpreis €", Period: -86400 * 365 * 50, Value: math.Copysign(0, -1), Meta: &Meta{}},
+			{Seq: 1, Op: format.Upsert, SeriesID: "A", Period: 0, Value: 1},
+			{Seq: 2, Op: format.Upsert, SeriesID: "PET.RWTC.D", Period: 1700000000, Value: 71.5, Meta: &format.RecordMeta{Name: "WTI", Unit: "$/bbl", Source: "EIA", Frequency: format.Daily}},
+			{Seq: 300, Op: format.Delete, SeriesID: "PET.RWTC.D", Period: 1700086400},
+			{Seq: 70000, Op: format.Upsert, SeriesID: "Zürich/Ölpreis €", Period: -86400 * 365 * 50, Value: math.Copysign(0, -1), Meta: &format.RecordMeta{}},
 		},
 		{
-			{Seq: 1 << 40, Op: Upsert, SeriesID: strings.Repeat("i", 200), Period: format.MinRecordPeriod, Value: math.SmallestNonzeroFloat64, Meta: &Meta{Name: strings.Repeat("n", 130), Frequency: format.Hourly}},
-			{Seq: 1<<40 + 1, Op: Upsert, SeriesID: "B", Period: format.MaxPeriod, Value: -math.MaxFloat64},
-			{Seq: math.MaxUint64, Op: Delete, SeriesID: "B", Period: -1, Value: 0},
+			{Seq: 1 << 40, Op: format.Upsert, SeriesID: strings.Repeat("i", 200), Period: format.MinRecordPeriod, Value: math.SmallestNonzeroFloat64, Meta: &format.RecordMeta{Name: strings.Repeat("n", 130), Frequency: format.Hourly}},
+			{Seq: 1<<40 + 1, Op: format.Upsert, SeriesID: "B", Period: format.MaxPeriod, Value: -math.MaxFloat64},
+			{Seq: math.MaxUint64, Op: format.Delete, SeriesID: "B", Period: -1, Value: 0},
 		},
 	}
 }
@@ -83,7 +83,7 @@ func TestGoldenWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	var want []Record
+	var want []format.Record
 	for _, b := range goldenRecords() {
 		want = append(want, b...)
 	}

@@ -97,7 +97,7 @@ var ErrFailed = errors.New("write-ahead log failed")
 // log as a warning. Damage anywhere else returns a *CorruptionError
 // naming the segment and offset; nothing is cut or changed then, so no
 // acknowledged record is dropped and no seq is ever handed out twice.
-func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*WAL, []Record, error) {
+func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*WAL, []format.Record, error) {
 	w := &WAL{dir: dir, readOnly: readOnly}
 	if !readOnly {
 		if err := recoverReplace(dir); err != nil {
@@ -126,7 +126,7 @@ func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*
 		w.segs = append(w.segs, seq)
 	}
 	slices.Sort(w.segs)
-	var recs []Record
+	var recs []format.Record
 	var lastSeq uint64
 	for i, first := range w.segs {
 		path := w.segPath(first)
@@ -209,10 +209,10 @@ func OpenWAL(dir string, readOnly bool, skipThrough uint64, log *slog.Logger) (*
 
 // segScan is what scanSegment found in one segment.
 type segScan struct {
-	good    int        // end of the last intact frame (0 when the header is bad)
-	batches [][]Record // the batches of the intact frames
-	damage  error      // why the scan stopped before the end; nil at a clean end
-	torn    bool       // damage is a torn tail: no intact frame starts after good
+	good    int               // end of the last intact frame (0 when the header is bad)
+	batches [][]format.Record // the batches of the intact frames
+	damage  error             // why the scan stopped before the end; nil at a clean end
+	torn    bool              // damage is a torn tail: no intact frame starts after good
 }
 
 // scanSegment reads the frames of a segment up to the first damaged one
@@ -229,7 +229,7 @@ func scanSegment(b []byte) segScan {
 
 // scanFrames returns the length of the intact prefix of a segment, the
 // batches in it, and why it stopped early (nil at a clean end).
-func scanFrames(b []byte) (good int, batches [][]Record, why error) {
+func scanFrames(b []byte) (good int, batches [][]format.Record, why error) {
 	if len(b) < len(walMagic) {
 		if len(b) == 0 {
 			return 0, nil, errors.New("empty segment")
@@ -253,7 +253,7 @@ func scanFrames(b []byte) (good int, batches [][]Record, why error) {
 
 // readFrame decodes the frame at the start of b and returns its batch
 // and its length (header included).
-func readFrame(b []byte) ([]Record, int, error) {
+func readFrame(b []byte) ([]format.Record, int, error) {
 	if len(b) < frameHeader {
 		return nil, 0, fmt.Errorf("frame header cut short (%d of %d bytes)", len(b), frameHeader)
 	}
@@ -269,7 +269,7 @@ func readFrame(b []byte) ([]Record, int, error) {
 	if crc32.Checksum(p, castagnoli) != crc {
 		return nil, 0, errors.New("frame checksum mismatch")
 	}
-	batch, err := DecodeBatch(p)
+	batch, err := format.DecodeBatch(p)
 	if err != nil {
 		return nil, 0, fmt.Errorf("frame payload: %w", err)
 	}
@@ -316,7 +316,7 @@ func nextIntactFrame(b []byte, from int) (pos int, exhausted bool) {
 		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[p+4:]) {
 			continue
 		}
-		if _, err := DecodeBatch(payload); err == nil {
+		if _, err := format.DecodeBatch(payload); err == nil {
 			return p, false
 		}
 	}
@@ -414,7 +414,7 @@ func (w *WAL) newSegment(first uint64) error {
 // acknowledged (the caller must not acknowledge it). A failed write is cut
 // back at once when that works (a full disk); otherwise, and after any
 // failed fsync, the WAL is Failed: it refuses appends until Reopen.
-func (w *WAL) Append(batch []Record) error {
+func (w *WAL) Append(batch []format.Record) error {
 	if w.f == nil {
 		if w.failed {
 			return fmt.Errorf("%w; reopen it", ErrFailed)
@@ -444,10 +444,10 @@ func (w *WAL) Append(batch []Record) error {
 }
 
 // appendFrame appends batch to dst as one frame (header and payload).
-func appendFrame(dst []byte, batch []Record) ([]byte, error) {
+func appendFrame(dst []byte, batch []format.Record) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, make([]byte, frameHeader)...)
-	dst = EncodeBatch(dst, batch)
+	dst = format.EncodeBatch(dst, batch)
 	p := dst[start+frameHeader:]
 	if len(p) > maxFrameSize {
 		return dst[:start], fmt.Errorf("batch of %d bytes exceeds the %d-byte frame limit", len(p), maxFrameSize)
@@ -486,7 +486,7 @@ func (w *WAL) Failed() bool { return w.failed }
 // On error (the disk still refuses) the WAL stays Failed; call it again
 // later. Acknowledged records are never cut: they end at or before the
 // cut, and the caller checks that they are all there.
-func (w *WAL) Reopen(skipThrough uint64, log *slog.Logger) ([]Record, error) {
+func (w *WAL) Reopen(skipThrough uint64, log *slog.Logger) ([]format.Record, error) {
 	if w.readOnly {
 		return nil, errors.New("write-ahead log is read-only")
 	}
@@ -661,7 +661,7 @@ func recoverReplace(dir string) error {
 // in place and appendable. An error after it (reopening the segment) is
 // not returned: the new log is on disk; the WAL refuses appends until it
 // is reopened.
-func (w *WAL) Replace(keep []Record, next uint64) error {
+func (w *WAL) Replace(keep []format.Record, next uint64) error {
 	if w.readOnly {
 		return errors.New("write-ahead log is read-only")
 	}
@@ -745,7 +745,7 @@ func (w *WAL) reopenActive() {
 }
 
 // appendFrames appends recs as frames under the frame size limit.
-func appendFrames(dst []byte, recs []Record) ([]byte, error) {
+func appendFrames(dst []byte, recs []format.Record) ([]byte, error) {
 	const per = 4096
 	for len(recs) > 0 {
 		n := min(per, len(recs))

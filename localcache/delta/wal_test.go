@@ -24,22 +24,22 @@ func liveLog() (*slog.Logger, *bytes.Buffer) {
 	return slog.New(slog.NewTextHandler(&buf, nil)), &buf
 }
 
-func liveBatch(first uint64, n int) []Record {
-	b := make([]Record, n)
+func liveBatch(first uint64, n int) []format.Record {
+	b := make([]format.Record, n)
 	for i := range b {
 		seq := first + uint64(i)
-		b[i] = Record{Seq: seq, Op: Upsert, SeriesID: fmt.Sprintf("s%d", seq%3), Period: int64(seq) * 86400, Value: float64(seq)}
+		b[i] = format.Record{Seq: seq, Op: format.Upsert, SeriesID: fmt.Sprintf("s%d", seq%3), Period: int64(seq) * 86400, Value: float64(seq)}
 		if seq%4 == 0 {
-			b[i].Op = Delete
+			b[i].Op = format.Delete
 		}
 		if seq%5 == 0 {
-			b[i].Meta = &Meta{Name: fmt.Sprint("name", seq), Unit: "u", Source: "src", Frequency: "D"}
+			b[i].Meta = &format.RecordMeta{Name: fmt.Sprint("name", seq), Unit: "u", Source: "src", Frequency: "D"}
 		}
 	}
 	return b
 }
 
-func liveOpenWAL(t *testing.T, dir string, skip uint64) (*WAL, []Record, string) {
+func liveOpenWAL(t *testing.T, dir string, skip uint64) (*WAL, []format.Record, string) {
 	t.Helper()
 	log, buf := liveLog()
 	w, recs, err := OpenWAL(dir, false, skip, log)
@@ -49,7 +49,7 @@ func liveOpenWAL(t *testing.T, dir string, skip uint64) (*WAL, []Record, string)
 	return w, recs, buf.String()
 }
 
-func liveSeqs(recs []Record) []uint64 {
+func liveSeqs(recs []format.Record) []uint64 {
 	out := make([]uint64, len(recs))
 	for i, r := range recs {
 		out[i] = r.Seq
@@ -76,7 +76,7 @@ func TestWALRoundTripRotateDrop(t *testing.T) {
 	if len(recs) != 0 || warn != "" {
 		t.Fatalf("fresh wal: %v %q", recs, warn)
 	}
-	var all []Record
+	var all []format.Record
 	for first := uint64(1); first <= 30; first += 3 {
 		b := liveBatch(first, 3)
 		if err := w.Append(b); err != nil {
@@ -312,15 +312,15 @@ func TestWALReadOnly(t *testing.T) {
 	}
 }
 
-func liveFrame(batch []Record) []byte {
-	p := EncodeBatch(nil, batch)
+func liveFrame(batch []format.Record) []byte {
+	p := format.EncodeBatch(nil, batch)
 	f := binary.LittleEndian.AppendUint32(nil, uint32(len(p)))
 	f = binary.LittleEndian.AppendUint32(f, crc32.Checksum(p, castagnoli))
 	return append(f, p...)
 }
 
 // liveSameRecords compares batches bit for bit (NaN values included).
-func liveSameRecords(a, b []Record) bool {
+func liveSameRecords(a, b []format.Record) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -338,25 +338,25 @@ func liveSameRecords(a, b []Record) bool {
 }
 
 func FuzzDecodeBatch(f *testing.F) {
-	f.Add(EncodeBatch(nil, liveBatch(1, 5)))
-	f.Add(EncodeBatch(nil, nil))
-	f.Add(EncodeBatch(nil, []Record{{Seq: 1, Op: Upsert, SeriesID: "A", Value: math.NaN(), Meta: &Meta{Frequency: "M"}}}))
+	f.Add(format.EncodeBatch(nil, liveBatch(1, 5)))
+	f.Add(format.EncodeBatch(nil, nil))
+	f.Add(format.EncodeBatch(nil, []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "A", Value: math.NaN(), Meta: &format.RecordMeta{Frequency: "M"}}}))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'a', 2})
 	f.Fuzz(func(t *testing.T, p []byte) {
-		recs, err := DecodeBatch(p)
+		recs, err := format.DecodeBatch(p)
 		if err != nil {
 			return
 		}
-		enc := EncodeBatch(nil, recs)
+		enc := format.EncodeBatch(nil, recs)
 		size := format.BatchHeaderSize(len(recs))
 		for i := range recs {
 			size += format.EncodedSize(&recs[i])
 		}
 		if size != len(enc) {
-			t.Fatalf("EncodedSize sums to %d, EncodeBatch wrote %d bytes", size, len(enc))
+			t.Fatalf("EncodedSize sums to %d, format.EncodeBatch wrote %d bytes", size, len(enc))
 		}
-		again, err := DecodeBatch(enc)
+		again, err := format.DecodeBatch(enc)
 		if err != nil {
 			t.Fatalf("re-encoded batch does not decode: %v", err)
 		}
@@ -369,11 +369,11 @@ func FuzzDecodeBatch(f *testing.F) {
 // FuzzValidate: Validate never panics, and a batch it accepts survives a
 // log frame and applies whole, normalized and sorted.
 func FuzzValidate(f *testing.F) {
-	f.Add(EncodeBatch(nil, liveBatch(1, 5)))
-	f.Add(EncodeBatch(nil, []Record{{Seq: 1, Op: Upsert, SeriesID: "A", Period: math.MaxInt64, Meta: &Meta{Frequency: "monthly"}}}))
+	f.Add(format.EncodeBatch(nil, liveBatch(1, 5)))
+	f.Add(format.EncodeBatch(nil, []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "A", Period: math.MaxInt64, Meta: &format.RecordMeta{Frequency: "monthly"}}}))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		recs, err := DecodeBatch(p)
-		if err != nil || Validate(recs) != nil {
+		recs, err := format.DecodeBatch(p)
+		if err != nil || format.ValidateRecords(recs) != nil {
 			return
 		}
 		seg := append([]byte(walMagic), liveFrame(recs)...)
@@ -438,7 +438,7 @@ func FuzzScanSegment(f *testing.F) {
 		if why != nil || g2 != good || len(b2) != len(batches) {
 			t.Fatalf("prefix does not scan cleanly: %d %v", g2, why)
 		}
-		extra := []Record{{Seq: 1, Op: Upsert, SeriesID: "x", Value: 1}}
+		extra := []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "x", Value: 1}}
 		g3, b3, why := scanFrames(append(prefix, liveFrame(extra)...))
 		if why != nil || len(b3) != len(batches)+1 || !liveSameRecords(b3[len(b3)-1], extra) || g3 <= good {
 			t.Fatalf("appended frame lost: %v", why)
@@ -446,8 +446,8 @@ func FuzzScanSegment(f *testing.F) {
 	})
 }
 
-func liveFlatten(batches [][]Record) []Record {
-	var out []Record
+func liveFlatten(batches [][]format.Record) []format.Record {
+	var out []format.Record
 	for _, b := range batches {
 		out = append(out, b...)
 	}

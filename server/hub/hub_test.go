@@ -28,7 +28,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/energyscope/energyscope/internal/companion/companiontest"
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/cook"
@@ -204,9 +203,9 @@ func waitDelta(ws *websocket.Conn, seq uint64, d time.Duration) error {
 
 func (f *fixture) ingest(n int) uint64 {
 	f.t.Helper()
-	recs := make([]delta.Record, n)
+	recs := make([]format.Record, n)
 	for i := range recs {
-		recs[i] = delta.Record{Op: delta.Upsert, SeriesID: "T", Period: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, rand.IntN(20000)).Unix(), Value: float64(i)}
+		recs[i] = format.Record{Op: format.Upsert, SeriesID: "T", Period: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, rand.IntN(20000)).Unix(), Value: float64(i)}
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Period < recs[j].Period })
 	_, last, err := f.srv.Ingest("stocks", recs)

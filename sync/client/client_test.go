@@ -9,7 +9,7 @@ import (
 
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/cook"
 	"github.com/energyscope/energyscope/sync/client"
@@ -81,7 +81,7 @@ func TestSyncInitialLiveCompactReplace(t *testing.T) {
 
 	// Live rows.
 	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Unix()
-	if _, _, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: nov, Value: 512.5}}); err != nil {
+	if _, _, err := srv.Ingest("stocks", []format.Record{{Op: format.Upsert, SeriesID: "MSFT", Period: nov, Value: 512.5}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "live row", func() bool { v, ok := value(st, "MSFT", nov); return ok && v == 512.5 })
@@ -113,7 +113,7 @@ func TestSyncInitialLiveCompactReplace(t *testing.T) {
 		t.Fatal("the replacement should not have the November row")
 	}
 	// Live again after the replacement.
-	if _, _, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "AAPL", Period: nov, Value: 1}}); err != nil {
+	if _, _, err := srv.Ingest("stocks", []format.Record{{Op: format.Upsert, SeriesID: "AAPL", Period: nov, Value: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "live after replacement", func() bool { v, ok := value(st, "AAPL", nov); return ok && v == 1 })
@@ -136,7 +136,7 @@ func TestProgressAfterEmptyCatchup(t *testing.T) {
 	srv, hs := newServer(t)
 	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Unix()
 	for i := range 5 {
-		if _, _, err := srv.Ingest("stocks", []delta.Record{{Op: delta.Upsert, SeriesID: "MSFT", Period: nov, Value: float64(i)}}); err != nil {
+		if _, _, err := srv.Ingest("stocks", []format.Record{{Op: format.Upsert, SeriesID: "MSFT", Period: nov, Value: float64(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

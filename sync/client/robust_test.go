@@ -112,7 +112,7 @@ func (r *rig) close() {
 	}
 }
 
-func (r *rig) ingest(recs ...delta.Record) uint64 {
+func (r *rig) ingest(recs ...format.Record) uint64 {
 	r.t.Helper()
 	_, last, err := r.srv.Ingest("stocks", recs)
 	if err != nil {
@@ -122,8 +122,8 @@ func (r *rig) ingest(recs ...delta.Record) uint64 {
 }
 
 // row is an upsert of series id at day d (days after 2030-01-01).
-func row(id string, d int, v float64) delta.Record {
-	return delta.Record{Op: delta.Upsert, SeriesID: id, Period: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, d).Unix(), Value: v}
+func row(id string, d int, v float64) format.Record {
+	return format.Record{Op: format.Upsert, SeriesID: id, Period: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, d).Unix(), Value: v}
 }
 
 // comp is a companion: a store and an engine running on it.
@@ -260,7 +260,7 @@ func TestServerRestartAfterCrashBetweenHistoryAndStore(t *testing.T) {
 	}
 	orphan := row("T", 10, -999)
 	orphan.Seq = 11
-	if err := w.Append([]delta.Record{orphan}); err != nil {
+	if err := w.Append([]format.Record{orphan}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
