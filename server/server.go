@@ -377,7 +377,7 @@ func (s *Server) DamageOf(name string) (string, bool) {
 }
 
 // Since implements hub.Source.
-func (s *Server) Since(name string, after uint64) ([]protocol.Record, bool) {
+func (s *Server) Since(name string, after uint64) ([]format.Record, bool) {
 	d, err := s.dataset(name)
 	if err != nil {
 		return nil, false

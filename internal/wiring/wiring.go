@@ -17,7 +17,6 @@ import (
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/client"
-	"github.com/energyscope/energyscope/sync/protocol"
 )
 
 // Source serves the Excel functions from a store.
@@ -76,7 +75,7 @@ func (s Sink) State(dataset string) (uint64, string, uint64, bool) {
 }
 
 // Apply implements client.Sink.
-func (s Sink) Apply(dataset string, recs []protocol.Record) error {
+func (s Sink) Apply(dataset string, recs []format.Record) error {
 	_, err := s.Store.Apply(dataset, recs)
 	return err
 }
@@ -96,7 +95,7 @@ func (s Sink) Install(dataset, dir string) error {
 }
 
 // Pending implements client.Sink.
-func (s Sink) Pending(dataset string) (string, uint64, []protocol.Record, error) {
+func (s Sink) Pending(dataset string) (string, uint64, []format.Record, error) {
 	return s.Store.Pending(dataset)
 }
 

@@ -47,7 +47,7 @@ type Source interface {
 	Head(dataset string) (protocol.Head, *format.Manifest, bool)
 	// Since returns the records with seq > after (up to the head), or
 	// false when the retained history does not reach back that far.
-	Since(dataset string, after uint64) ([]protocol.Record, bool)
+	Since(dataset string, after uint64) ([]format.Record, bool)
 	// DamageOf reports why a dataset the server has, but does not serve
 	// (Head is false), is damaged; false if it is not (unknown).
 	DamageOf(dataset string) (reason string, damaged bool)
@@ -482,7 +482,7 @@ func (h *Hub) chain(s protocol.Sub, epoch uint64) (string, bool) {
 // Publish sends records (already durable and applied on the server) to
 // every subscriber of dataset. Records a subscriber already got through
 // its catch-up are skipped.
-func (h *Hub) Publish(dataset string, recs []protocol.Record) {
+func (h *Hub) Publish(dataset string, recs []format.Record) {
 	if len(recs) == 0 {
 		return
 	}
@@ -509,7 +509,7 @@ func (h *Hub) Publish(dataset string, recs []protocol.Record) {
 			}
 			if sent >= first {
 				// Partly delivered by the catch-up: re-encode the tail.
-				var tail []protocol.Record
+				var tail []format.Record
 				for _, r := range recs {
 					if r.Seq > sent && r.Seq <= lasts[i] {
 						tail = append(tail, r)

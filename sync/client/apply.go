@@ -3,6 +3,7 @@ package client
 import (
 	"time"
 
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/protocol"
 )
 
@@ -11,7 +12,7 @@ import (
 // deltas of a dataset whose apply is failing are dropped (not
 // acknowledged) until its retry, which subscribes again and applies the
 // catch-up (catchup true).
-func (s *session) apply(ds string, recs []protocol.Record, catchup bool) error {
+func (s *session) apply(ds string, recs []format.Record, catchup bool) error {
 	if len(recs) == 0 {
 		return nil
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/client"
-	"github.com/energyscope/energyscope/sync/protocol"
 )
 
 var errDiskGone = errors.New("test: the write-ahead log's disk is unwritable")
@@ -23,7 +23,7 @@ type brokenDiskSink struct {
 	refused atomic.Int64
 }
 
-func (s *brokenDiskSink) Apply(ds string, recs []protocol.Record) error {
+func (s *brokenDiskSink) Apply(ds string, recs []format.Record) error {
 	if ds == s.dataset && s.broken.Load() {
 		s.refused.Add(1)
 		return errDiskGone
@@ -78,7 +78,7 @@ func TestApplyFailureIsNotAConnectionFailure(t *testing.T) {
 	}
 	// The other dataset follows live while stocks fails.
 	for i := range 5 {
-		_, last, err := r.srv.Ingest("other", []protocol.Record{row("O", i, float64(i))})
+		_, last, err := r.srv.Ingest("other", []format.Record{row("O", i, float64(i))})
 		if err != nil {
 			t.Fatal(err)
 		}

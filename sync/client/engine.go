@@ -22,7 +22,7 @@ type Sink interface {
 	// it holds nothing.
 	State(dataset string) (epoch uint64, snapshot string, seq uint64, ok bool)
 	// Apply makes records durable and visible (all at once).
-	Apply(dataset string, recs []protocol.Record) error
+	Apply(dataset string, recs []format.Record) error
 	// CompactThrough folds pending records up to seq into a new snapshot,
 	// installs it and returns its manifest.
 	CompactThrough(dataset string, seq uint64) (*format.Manifest, error)
@@ -39,7 +39,7 @@ type Sink interface {
 	// and the records applied on top of it, in seq order, all of one
 	// state: the client's history chain (protocol.Chain) is computed
 	// over them.
-	Pending(dataset string) (snapshot string, covers uint64, recs []protocol.Record, err error)
+	Pending(dataset string) (snapshot string, covers uint64, recs []format.Record, err error)
 	// Damaged returns non-nil when the sink holds the dataset but it is
 	// damaged (its files failed a check or a read): the engine then
 	// downloads the server's snapshot again and Installs it over it.

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/client"
 	"github.com/energyscope/energyscope/sync/protocol"
 )
@@ -24,7 +25,7 @@ type recordingSink struct {
 	applied []float64
 }
 
-func (s *recordingSink) Apply(ds string, recs []protocol.Record) error {
+func (s *recordingSink) Apply(ds string, recs []format.Record) error {
 	s.mu.Lock()
 	for _, r := range recs {
 		s.applied = append(s.applied, r.Value)

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/sync/client"
 	"github.com/energyscope/energyscope/sync/protocol"
@@ -135,7 +136,7 @@ func TestMalformedFromServerKeepsServing(t *testing.T) {
 		}, "refusing malformed frame from server"},
 		{"deltas out of order", func(ws *websocket.Conn) {
 			ws.WriteMessage(websocket.TextMessage, welcome(protocol.VersionMax))
-			recs := []protocol.Record{row("T", 1, 1), row("T", 2, 2)}
+			recs := []format.Record{row("T", 1, 1), row("T", 2, 2)}
 			recs[0].Seq, recs[1].Seq = seq+2, seq+1
 			ws.WriteMessage(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: "stocks", Records: recs}))
 		}, "refusing malformed frame from server"},

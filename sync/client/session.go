@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/energyscope/energyscope/internal/wsconn"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/protocol"
 )
 
@@ -53,7 +54,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	// The server's pings (its ping handler, in run) and messages push the
 	// read deadline; the writer only writes and pings.
 	w := wsconn.New(ws, wsconn.Options{BulkQueue: 64, WriteTimeout: 15 * time.Second, PingInterval: 25 * time.Second})
-	s := &session{e: e, ws: ws, w: w, done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]protocol.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}, healing: map[string]bool{}}
+	s := &session{e: e, ws: ws, w: w, done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]format.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}, healing: map[string]bool{}}
 	defer func() {
 		ws.Close() // no close frame: the writer's ends at once on the closed socket
 		close(s.done)
@@ -78,8 +79,8 @@ type session struct {
 	done chan struct{}
 	live bool
 
-	dl      map[string]*download         // dataset -> download in progress
-	catchup map[string][]protocol.Record // dataset -> records buffered until catchup_end
+	dl      map[string]*download       // dataset -> download in progress
+	catchup map[string][]format.Record // dataset -> records buffered until catchup_end
 	// caughtUp: a catchup_end arrived since the last subscribe (the server
 	// has registered this client for live deltas of the dataset).
 	caughtUp map[string]bool
@@ -285,7 +286,7 @@ func (s *session) run() (bool, error) {
 				return s.live, err
 			}
 		case protocol.TCatchupBegin:
-			s.catchup[m.Dataset] = []protocol.Record{}
+			s.catchup[m.Dataset] = []format.Record{}
 			e.update(func(_ *Progress, ds func(string) *DatasetProgress) { ds(m.Dataset).State = StateCatchingUp })
 		case protocol.TCatchupEnd:
 			recs := s.catchup[m.Dataset]

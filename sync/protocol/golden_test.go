@@ -16,8 +16,8 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata golden files")
 
 // goldenRecords is the fixed set of localcache/delta's golden test (kept byte-identical across the move of the codec to localcache/format): every
 // field of the record encoding, both ops, with and without metadata.
-func goldenRecords() []Record {
-	return []Record{
+func goldenRecords() []format.Record {
+	return []format.Record{
 		{Seq: 1, Op: format.Upsert, SeriesID: "A", Period: 0, Value: 1},
 		{Seq: 2, Op: format.Upsert, SeriesID: "PET.RWTC.D", Period: 1700000000, Value: 71.5, Meta: &format.RecordMeta{Name: "WTI", Unit: "$/bbl", Source: "EIA", Frequency: format.Daily}},
 		{Seq: 300, Op: format.Delete, SeriesID: "PET.RWTC.D", Period: 1700086400},

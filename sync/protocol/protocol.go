@@ -323,7 +323,7 @@ func AppendChunk(dst []byte, c *Chunk) []byte {
 // DeltaFrame carries records (From, To] of a dataset, in seq order.
 type DeltaFrame struct {
 	Dataset string
-	Records []Record
+	Records []format.Record
 }
 
 // AppendDelta encodes a delta frame: kind, dataset length u8, dataset,
@@ -387,8 +387,8 @@ func DecodeBinary(b []byte) (any, error) {
 // record larger than that is a group of its own. The frame around a group
 // adds its header, the record count and the checksum, all within
 // MaxFrame's margin over MaxDeltaBytes.
-func SplitRecords(recs []Record) [][]Record {
-	var out [][]Record
+func SplitRecords(recs []format.Record) [][]format.Record {
+	var out [][]format.Record
 	start, size := 0, 0
 	for i := range recs {
 		n := format.EncodedSize(&recs[i])
@@ -404,10 +404,6 @@ func SplitRecords(recs []Record) [][]Record {
 	return out
 }
 
-// Record is a delta record as it travels (format's type, which the store
-// applies and its write-ahead log stores).
-type Record = format.Record
-
 // Chain is the checksum of the history chain a subscription carries: a
 // CRC-64 over the snapshot id the records rest on and then each record in
 // seq order, in format.EncodeBatch's encoding, 4,096 records per batch (so
@@ -415,7 +411,7 @@ type Record = format.Record
 // ends with the same snapshot and the same records have the same chain;
 // a server that gave other records the same seqs has another. "" when
 // there are no records.
-func Chain(snapshot string, recs []Record) string {
+func Chain(snapshot string, recs []format.Record) string {
 	if len(recs) == 0 {
 		return ""
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 func TestBinaryRoundTrip(t *testing.T) {
-	recs := []Record{
+	recs := []format.Record{
 		{Seq: 7, Op: format.Upsert, SeriesID: "PET.RWTC.D", Period: 1700000000, Value: 71.5, Meta: &format.RecordMeta{Name: "WTI", Unit: "$/bbl", Frequency: format.Daily}},
 		{Seq: 8, Op: format.Delete, SeriesID: "PET.RWTC.D", Period: 1700086400},
 	}
@@ -43,7 +43,7 @@ func TestDecodeRefuses(t *testing.T) {
 		"short chunk":     {KindChunk, 1, 2, 3},
 		"bad dataset":     append([]byte{KindDelta, 3}, "../"...),
 		"empty delta":     AppendDelta(nil, &DeltaFrame{Dataset: "pet"}),
-		"descending seqs": AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 2, Op: format.Upsert, SeriesID: "a"}, {Seq: 1, Op: format.Upsert, SeriesID: "a"}}}),
+		"descending seqs": AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []format.Record{{Seq: 2, Op: format.Upsert, SeriesID: "a"}, {Seq: 1, Op: format.Upsert, SeriesID: "a"}}}),
 	} {
 		if _, err := DecodeBinary(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: accepted (%v)", name, err)
@@ -87,7 +87,7 @@ func TestChecksums(t *testing.T) {
 	if m, err := DecodeUnverified(v1); err != nil || m.Proto[1] != 1 {
 		t.Fatalf("DecodeUnverified of a version 1 hello: %+v %v", m, err)
 	}
-	frame := AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 7, Op: format.Upsert, SeriesID: "a", Period: 1700000000, Value: 71.5}}})
+	frame := AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []format.Record{{Seq: 7, Op: format.Upsert, SeriesID: "a", Period: 1700000000, Value: 71.5}}})
 	for i := 1; i < len(frame); i++ {
 		b := bytes.Clone(frame)
 		b[i] ^= 0x10
@@ -103,9 +103,9 @@ func TestChecksums(t *testing.T) {
 // changed value, series or op, another snapshot, or a missing record
 // give another; "" for no records.
 func TestChain(t *testing.T) {
-	recs := make([]Record, 10000) // more than one group of 4,096
+	recs := make([]format.Record, 10000) // more than one group of 4,096
 	for i := range recs {
-		recs[i] = Record{Seq: uint64(i + 1), Op: format.Upsert, SeriesID: "NG.N3010US3.M", Period: int64(i) * 86400, Value: float64(i)}
+		recs[i] = format.Record{Seq: uint64(i + 1), Op: format.Upsert, SeriesID: "NG.N3010US3.M", Period: int64(i) * 86400, Value: float64(i)}
 	}
 	base := Chain("e1-s0-abc", recs)
 	if base == "" || Chain("e1-s0-abc", slices.Clone(recs)) != base {
@@ -114,13 +114,13 @@ func TestChain(t *testing.T) {
 	if Chain("e1-s0-abc", nil) != "" {
 		t.Fatal("chain of nothing is not empty")
 	}
-	for name, mut := range map[string]func(r []Record) []Record{
-		"value":    func(r []Record) []Record { r[5000].Value++; return r },
-		"series":   func(r []Record) []Record { r[9999].SeriesID = "X"; return r },
-		"op":       func(r []Record) []Record { r[0].Op = format.Delete; return r },
-		"shorter":  func(r []Record) []Record { return r[:len(r)-1] },
-		"period":   func(r []Record) []Record { r[4096].Period++; return r },
-		"metadata": func(r []Record) []Record { r[1].Meta = &format.RecordMeta{Name: "n"}; return r },
+	for name, mut := range map[string]func(r []format.Record) []format.Record{
+		"value":    func(r []format.Record) []format.Record { r[5000].Value++; return r },
+		"series":   func(r []format.Record) []format.Record { r[9999].SeriesID = "X"; return r },
+		"op":       func(r []format.Record) []format.Record { r[0].Op = format.Delete; return r },
+		"shorter":  func(r []format.Record) []format.Record { return r[:len(r)-1] },
+		"period":   func(r []format.Record) []format.Record { r[4096].Period++; return r },
+		"metadata": func(r []format.Record) []format.Record { r[1].Meta = &format.RecordMeta{Name: "n"}; return r },
 	} {
 		if Chain("e1-s0-abc", mut(slices.Clone(recs))) == base {
 			t.Errorf("%s changed, chain the same", name)
@@ -132,9 +132,9 @@ func TestChain(t *testing.T) {
 }
 
 func TestSplitRecords(t *testing.T) {
-	recs := make([]Record, 100_000)
+	recs := make([]format.Record, 100_000)
 	for i := range recs {
-		recs[i] = Record{Seq: uint64(i + 1), Op: format.Upsert, SeriesID: "NG.N3010US3.M", Value: float64(i)}
+		recs[i] = format.Record{Seq: uint64(i + 1), Op: format.Upsert, SeriesID: "NG.N3010US3.M", Value: float64(i)}
 	}
 	n := 0
 	for _, g := range SplitRecords(recs) {
@@ -153,15 +153,15 @@ func TestSplitRecords(t *testing.T) {
 // metadata), every frame fits MaxFrame, and a record larger than
 // MaxDeltaBytes travels alone.
 func TestSplitRecordsExact(t *testing.T) {
-	recs := make([]Record, 60_000)
+	recs := make([]format.Record, 60_000)
 	for i := range recs {
-		recs[i] = Record{Seq: uint64(i+1) << (i % 40), Op: format.Upsert, SeriesID: strings.Repeat("s", 1+i%300), Period: int64(i) * -86400, Value: float64(i)}
+		recs[i] = format.Record{Seq: uint64(i+1) << (i % 40), Op: format.Upsert, SeriesID: strings.Repeat("s", 1+i%300), Period: int64(i) * -86400, Value: float64(i)}
 		if i%7 == 0 {
 			recs[i].Meta = &format.RecordMeta{Name: strings.Repeat("n", i%500), Unit: "u", Frequency: format.Daily}
 		}
 	}
-	big := Record{Seq: 1, Op: format.Upsert, SeriesID: "A", Meta: &format.RecordMeta{Name: strings.Repeat("n", MaxDeltaBytes)}}
-	recs = append(recs[:30_000:30_000], append([]Record{big}, recs[30_000:]...)...)
+	big := format.Record{Seq: 1, Op: format.Upsert, SeriesID: "A", Meta: &format.RecordMeta{Name: strings.Repeat("n", MaxDeltaBytes)}}
+	recs = append(recs[:30_000:30_000], append([]format.Record{big}, recs[30_000:]...)...)
 	groups := SplitRecords(recs)
 	n := 0
 	for gi, g := range groups {
@@ -233,8 +233,8 @@ func sealDelta(b []byte) []byte {
 }
 
 func FuzzDecodeBinary(f *testing.F) {
-	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: format.Upsert, SeriesID: "a", Value: 1}}}), false)
-	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []Record{{Seq: 1, Op: format.Upsert, SeriesID: "a", Value: 1}, {Seq: 2, Op: format.Delete, SeriesID: "b"}}}), true)
+	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "a", Value: 1}}}), false)
+	f.Add(AppendDelta(nil, &DeltaFrame{Dataset: "pet", Records: []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "a", Value: 1}, {Seq: 2, Op: format.Delete, SeriesID: "b"}}}), true)
 	f.Add(AppendChunk(nil, &Chunk{Offset: 3, Data: []byte("xyz")}), false)
 	f.Fuzz(func(t *testing.T, b []byte, seal bool) {
 		if seal {
