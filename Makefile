@@ -52,7 +52,8 @@ FUZZ_TARGETS = \
 	./functions:FuzzParseOptions \
 	./functions:FuzzCall \
 	./sync/protocol:FuzzDecodeMessage \
-	./sync/protocol:FuzzDecodeBinary
+	./sync/protocol:FuzzDecodeBinary \
+	./sync/protocol:FuzzVintageMessages
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

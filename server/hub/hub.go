@@ -15,6 +15,12 @@
 // was restored from a backup) is told to reset. One log line per
 // hello/subscribe message, whatever its number of entries.
 //
+// Version 3 adds as-of reads: a client asks which vintage a WHEN names
+// (vintage) or every value one period had across vintages (revisions),
+// and fetches a vintage's files like a snapshot's. The hub answers them
+// through the Source's optional Vintages interface, off the read loop, a
+// few at a time per connection.
+//
 // The hub knows nothing of HTTP routing, tokens or the store: it reads
 // through the Source interface it declares.
 package hub
@@ -55,6 +61,46 @@ type Source interface {
 	// SHA-256 is sha256.
 	OpenFile(dataset, sha256 string) (*os.File, error)
 }
+
+// Vintages is the optional part of a Source that serves version 3's
+// as-of reads. A Source without it (a server without a lake) answers
+// vintage and revisions requests with error{code: no_lake}.
+type Vintages interface {
+	// Vintage resolves asof (an RFC 3339 time, a date, an es snapshot id
+	// or a tag) to a vintage of dataset and its manifest.
+	Vintage(ctx context.Context, dataset, asof string) (protocol.VintageInfo, *format.Manifest, error)
+	// Revisions lists every value period of series had across the
+	// dataset's retained vintages, oldest first.
+	Revisions(ctx context.Context, dataset, series, period string) ([]protocol.Revision, error)
+	// OpenVintageFile opens the file whose SHA-256 is sha256 of the
+	// vintage whose es snapshot id is snapshot (a fetch of a file that is
+	// not in the dataset's retained snapshots).
+	OpenVintageFile(ctx context.Context, dataset, snapshot, sha256 string) (ReadAtCloser, error)
+}
+
+// ReadAtCloser is a file the hub streams.
+type ReadAtCloser interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// RequestError types the failure of a vintage or revisions request: Code
+// goes to the client as error.code, the error's text as error.reason.
+// Any other error is answered without a code.
+type RequestError struct {
+	Code protocol.Code
+	Err  error
+}
+
+func (e *RequestError) Error() string { return e.Err.Error() }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// maxRequests bounds the vintage and revisions requests of one connection
+// in progress at once; the read loop waits for a slot.
+const maxRequests = 4
+
+// requestTimeout bounds one vintage or revisions request.
+const requestTimeout = 30 * time.Second
 
 // Options for New.
 type Options struct {
@@ -173,6 +219,12 @@ type conn struct {
 
 	fmu     sync.Mutex               // guards fetches
 	fetches map[string]chan struct{} // dataset/sha256 -> stop of the stream in progress
+
+	// version is the protocol version chosen at welcome (read loop only).
+	version int
+	// ctx ends with the connection; reqs bounds the requests in progress.
+	ctx  context.Context
+	reqs chan struct{}
 }
 
 // ServeHTTP upgrades an authenticated request and runs the connection
@@ -189,7 +241,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		subs:   map[string]uint64{},
 
 		fetches: map[string]chan struct{}{},
+		reqs:    make(chan struct{}, maxRequests),
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	c.ctx = ctx
 	ws.SetReadLimit(protocol.MaxControl)
 	c.w = wsconn.New(ws, wsconn.Options{
 		Queue:        h.opts.SendQueue,
@@ -308,7 +364,8 @@ func (c *conn) readLoop() {
 				return
 			}
 			c.client = m.Client
-			c.sendMsg(&protocol.Message{Type: protocol.TWelcome, Version: min(m.Proto[1], protocol.VersionMax), Heads: c.h.src.Heads()})
+			c.version = min(m.Proto[1], protocol.VersionMax)
+			c.sendMsg(&protocol.Message{Type: protocol.TWelcome, Version: c.version, Heads: c.h.src.Heads()})
 			c.h.subscribeAll(c, m.Type, m.Subs)
 		case protocol.TSubscribe:
 			c.h.subscribeAll(c, m.Type, m.Subs)
@@ -320,6 +377,16 @@ func (c *conn) readLoop() {
 			}
 		case protocol.TPing:
 			c.sendMsg(&protocol.Message{Type: protocol.THeartbeat, Heads: c.h.src.Heads()})
+		case protocol.TVintage, protocol.TRevisions:
+			if c.version < protocol.VersionVintages {
+				c.refuse(fmt.Sprintf("unexpected message %s (protocol version %d; it needs %d)", m.Type, c.version, protocol.VersionVintages))
+				return
+			}
+			if m.Vintage != nil || len(m.Revisions) > 0 {
+				c.refuse("unexpected message " + m.Type + " answer from a client")
+				return
+			}
+			c.startRequest(m)
 		default:
 			c.refuse("unexpected message " + m.Type)
 			return
@@ -599,10 +666,26 @@ func (c *conn) startFetch(m *protocol.Message) {
 	}()
 }
 
+// openFetch opens the file a fetch names: one of the dataset's retained
+// snapshots, or else (version 3) one of the vintage m.Snapshot.
+func (c *conn) openFetch(m *protocol.Message) (ReadAtCloser, error) {
+	f, err := c.h.src.OpenFile(m.Dataset, m.SHA256)
+	if err == nil {
+		return f, nil
+	}
+	v, ok := c.h.src.(Vintages)
+	if !ok || m.Snapshot == "" {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	defer cancel()
+	return v.OpenVintageFile(ctx, m.Dataset, m.Snapshot, m.SHA256)
+}
+
 // fetch streams a snapshot file from an offset as chunk frames, then a
 // file_end message, until stop closes.
 func (c *conn) fetch(m *protocol.Message, stop <-chan struct{}) {
-	f, err := c.h.src.OpenFile(m.Dataset, m.SHA256)
+	f, err := c.openFetch(m)
 	if err != nil {
 		c.sendMsg(&protocol.Message{Type: protocol.TError, Dataset: m.Dataset, File: m.File, SHA256: m.SHA256, Reason: "fetch: " + err.Error()})
 		return
@@ -639,4 +722,51 @@ func (c *conn) fetch(m *protocol.Message, stop <-chan struct{}) {
 	// file_end goes through the bulk queue so it follows the last chunk.
 	end := (&protocol.Message{Type: protocol.TFileEnd, Dataset: m.Dataset, File: m.File, SHA256: m.SHA256, Offset: off}).Encode()
 	c.w.SendWait(websocket.TextMessage, end, nil, stop)
+}
+
+// startRequest answers a vintage or revisions request in the background
+// (resolving a vintage may read the catalog and map its files), waiting
+// while maxRequests of this connection are in progress.
+func (c *conn) startRequest(m *protocol.Message) {
+	select {
+	case c.reqs <- struct{}{}:
+	case <-c.ctx.Done():
+		return
+	}
+	go func() {
+		defer func() { <-c.reqs }()
+		c.sendMsg(c.h.answer(c.ctx, m))
+	}()
+}
+
+// answer is the reply to a vintage or revisions request.
+func (h *Hub) answer(ctx context.Context, m *protocol.Message) *protocol.Message {
+	v, ok := h.src.(Vintages)
+	if !ok {
+		return &protocol.Message{Type: protocol.TError, Req: m.Req, Dataset: m.Dataset, Code: protocol.ErrorNoLake,
+			Reason: "this server keeps no vintages (it runs without a lake)"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	var err error
+	switch m.Type {
+	case protocol.TVintage:
+		var vi protocol.VintageInfo
+		var man *format.Manifest
+		if vi, man, err = v.Vintage(ctx, m.Dataset, m.AsOf); err == nil {
+			return &protocol.Message{Type: protocol.TVintage, Req: m.Req, Dataset: m.Dataset, AsOf: m.AsOf, Vintage: &vi, Manifest: man}
+		}
+	case protocol.TRevisions:
+		var revs []protocol.Revision
+		if revs, err = v.Revisions(ctx, m.Dataset, m.Series, m.Period); err == nil {
+			return &protocol.Message{Type: protocol.TRevisions, Req: m.Req, Dataset: m.Dataset, Series: m.Series, Period: m.Period, Revisions: revs}
+		}
+	}
+	out := &protocol.Message{Type: protocol.TError, Req: m.Req, Dataset: m.Dataset, Reason: err.Error()}
+	var re *RequestError
+	if errors.As(err, &re) {
+		out.Code = re.Code
+	}
+	h.opts.Logger.Debug("request failed", "type", m.Type, "dataset", m.Dataset, "code", out.Code, "reason", out.Reason)
+	return out
 }

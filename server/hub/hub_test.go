@@ -289,10 +289,10 @@ func TestRefusals(t *testing.T) {
 		}, "invalid dataset"},
 		{"unknown protocol versions", func(ws *websocket.Conn) error {
 			return ws.WriteMessage(websocket.TextMessage, protocol.SealControl([]byte(`{"type":"hello","proto":[7,9],"client":"future"}`)))
-		}, "no common protocol version: client speaks 7..9, server 2..2"},
+		}, "no common protocol version: client speaks 7..9, server 2..3"},
 		{"version 1 hello", func(ws *websocket.Conn) error {
 			return ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","proto":[1,1],"client":"old"}`))
-		}, "no common protocol version: client speaks 1..1, server 2..2"},
+		}, "no common protocol version: client speaks 1..1, server 2..3"},
 		{"damaged message", func(ws *websocket.Conn) error {
 			b := hello().Encode()
 			b[10] ^= 0x20 // "type":"hello" -> "type":"hEllo" or a field name: the checksum catches it first

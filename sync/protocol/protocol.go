@@ -23,15 +23,20 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/crc64"
+	"time"
 
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
 // Protocol versions this build speaks. Version 1 (no checksums) is
-// refused with a message naming both ranges.
+// refused with a message naming both ranges. Version 3 adds the vintage
+// messages (TVintage, TRevisions); a client sends them only when
+// welcome.version >= VersionVintages.
 const (
 	VersionMin = 2
-	VersionMax = 2
+	VersionMax = 3
+	// VersionVintages is the first version with vintage and revisions.
+	VersionVintages = 3
 )
 
 // Limits both ends enforce.
@@ -66,7 +71,35 @@ const (
 	TReset        = "reset"
 	TError        = "error"
 	TFileEnd      = "file_end"
+	// Version 3: as-of reads (a vintage's manifest, then fetch with its
+	// snapshot id) and the revisions of one period.
+	TVintage   = "vintage"
+	TRevisions = "revisions"
 )
+
+// MaxAsOf bounds a vintage request's asof (an RFC 3339 time, a date, an
+// es snapshot id or a tag name) and a revisions request's series and
+// period.
+const MaxAsOf = 256
+
+// VintageInfo is one vintage of a dataset (a lake commit); it mirrors
+// server/lake.Vintage's JSON names.
+type VintageInfo struct {
+	Snapshot        string    `json:"snapshot"` // es snapshot id
+	IcebergSnapshot int64     `json:"iceberg_snapshot"`
+	CommittedAt     time.Time `json:"committed_at"`
+	CoversSeq       uint64    `json:"covers_seq"`
+	Rows            int64     `json:"rows"`
+	Tags            []string  `json:"tags,omitempty"`
+}
+
+// Revision is the value one period had in one vintage.
+type Revision struct {
+	Vintage VintageInfo `json:"vintage"`
+	Value   float64     `json:"value"`
+	// Present is false when the period had no value in that vintage.
+	Present bool `json:"present"`
+}
 
 // Sub is what a client holds of one dataset when it subscribes.
 type Sub struct {
@@ -124,6 +157,20 @@ type Message struct {
 	// reset, error
 	Reason       string `json:"reason,omitempty"`
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
+
+	// Version 3. vintage, revisions, error: the request id the client
+	// chose, echoed in the answer (an error answering a request carries
+	// it too).
+	Req uint64 `json:"req,omitempty"`
+	// vintage: the WHEN asked for (echoed in the answer)
+	AsOf string `json:"asof,omitempty"`
+	// vintage answer: the resolved vintage (its manifest in Manifest)
+	Vintage *VintageInfo `json:"vintage,omitempty"`
+	// revisions: the series and period asked for, and (answer) every
+	// value the period had across retained vintages, oldest first
+	Series    string     `json:"series,omitempty"`
+	Period    string     `json:"period,omitempty"`
+	Revisions []Revision `json:"revisions,omitempty"`
 }
 
 // ErrMalformed wraps every decoding failure.
@@ -159,6 +206,21 @@ const (
 	// until it is replaced there. The client subscribes again later (at
 	// its next connection) and follows the replacement.
 	ErrorDamaged Code = "damaged"
+
+	// Codes of an error answering a vintage or revisions request (version
+	// 3; error.req names the request).
+	//
+	// ErrorUnknownVintage: WHEN names no retained vintage (an unknown or
+	// expired snapshot id or tag).
+	ErrorUnknownVintage Code = "unknown_vintage"
+	// ErrorBeforeFirstVintage: WHEN is before the dataset's first
+	// retained vintage.
+	ErrorBeforeFirstVintage Code = "before_first_vintage"
+	// ErrorNoLake: the server keeps no vintages (no lake), or its catalog
+	// cannot be reached now (error.reason says which).
+	ErrorNoLake Code = "no_lake"
+	// ErrorUnknownSeries: the dataset has no such series.
+	ErrorUnknownSeries Code = "unknown_series"
 )
 
 const (
@@ -253,6 +315,31 @@ func DecodeUnverified(b []byte) (*Message, error) {
 		}
 		if err := m.Manifest.Validate(); err != nil {
 			return bad("%v", err)
+		}
+	case TVintage:
+		// The request carries asof; the answer the vintage and its
+		// manifest.
+		if format.ValidDatasetName(m.Dataset) != nil || m.Req == 0 {
+			return bad("need dataset and req")
+		}
+		if m.Vintage == nil {
+			if m.AsOf == "" || len(m.AsOf) > MaxAsOf {
+				return bad("need asof (1..%d bytes)", MaxAsOf)
+			}
+			break
+		}
+		if m.Manifest == nil || m.Vintage.Snapshot != m.Manifest.SnapshotID {
+			return bad("the answer needs the vintage's manifest")
+		}
+		if err := m.Manifest.Validate(); err != nil {
+			return bad("%v", err)
+		}
+	case TRevisions:
+		if format.ValidDatasetName(m.Dataset) != nil || m.Req == 0 {
+			return bad("need dataset and req")
+		}
+		if m.Series == "" || len(m.Series) > MaxAsOf || m.Period == "" || len(m.Period) > MaxAsOf {
+			return bad("need series and period (1..%d bytes each)", MaxAsOf)
 		}
 	case TPing, TWelcome, TCatchupBegin, TCatchupEnd, THeartbeat, TReset, TError, TFileEnd:
 	default:

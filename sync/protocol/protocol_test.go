@@ -203,6 +203,12 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add([]byte(`{"type":"catchup_end","dataset":"pet","seq":9}`), false)
 	f.Add([]byte(`{"type":"reset","dataset":"pet","seq":9,"code":"diverged"}`), true)
 	f.Add((&Message{Type: TPing}).Encode(), false)
+	f.Add([]byte(`{"type":"vintage","req":1,"dataset":"pet","asof":"2026-10-01"}`), true)
+	f.Add([]byte(`{"type":"revisions","req":2,"dataset":"pet","series":"PET.RWTC.D","period":"2026-10-01","revisions":[{"vintage":{"snapshot":"e1-s0-000000000000","iceberg_snapshot":1,"committed_at":"2026-10-01T00:00:00Z","covers_seq":0,"rows":1},"value":1.5,"present":true}]}`), true)
+	f.Add([]byte(`{"type":"error","req":3,"dataset":"pet","code":"unknown_vintage","reason":"x"}`), true)
+	for _, m := range goldenControlV3(f) {
+		f.Add(m.Encode(), false)
+	}
 	// seal: the input gets a valid checksum, so the fuzzer reaches the
 	// decoder behind it; unsealed inputs exercise the checksum check.
 	f.Fuzz(func(t *testing.T, b []byte, seal bool) {
@@ -216,7 +222,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			return
 		}
-		if _, err := DecodeMessage(m.Encode()); err != nil && m.Type != TSnapshot {
+		if _, err := DecodeMessage(m.Encode()); err != nil && m.Type != TSnapshot && m.Type != TVintage {
 			t.Fatalf("re-encoded %s does not decode: %v", m.Type, err)
 		}
 	})
