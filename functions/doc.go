@@ -1,5 +1,6 @@
 // Package functions gives the Excel worksheet functions ES.Get, ES.Latest, ES.Info,
-// ES.Search and ES.Live their meaning, in plain Go over a small Source interface.
+// ES.Search, ES.Live and ES.Revisions their meaning, in plain Go over a small Source
+// interface.
 //
 // It is the layer between what an analyst types in a cell and the store: it reads
 // arguments as they arrive from Excel (decoded JSON: string, float64, bool, nil for an
@@ -24,6 +25,9 @@
 //   - suggest.go: unknown ids: case-insensitive resolution and "did you mean" through
 //     Source.Search; EditDistance and Nearest, which cmd/es uses for its commands too.
 //   - meta.go: ES.Latest, ES.Live, ES.Info and ES.Search.
+//   - vintage.go: vintages (issue 12): ParseAsOf (asof=WHEN), VintageSource (the
+//     optional part of a Source that reads as of a vintage and lists revisions), the
+//     typed vintage errors, ES.Get's as-of view of the Source, and ES.Revisions.
 //   - export.go: Frame, an ES.Get held column by column for callers that lay out more
 //     cells than a spilled result holds (functions/xlsx), bounded by MaxFrameCells.
 //   - calendar.go: yearBefore and the seconds of a day; the buckets of per= (start,

@@ -73,7 +73,7 @@ func (e *Engine) maxCells() int {
 	return DefaultMaxCells
 }
 
-// Call evaluates one function. fn is ES.Get, ES.Latest, ES.Info, ES.Search or ES.Live,
+// Call evaluates one function. fn is ES.Get, ES.Latest, ES.Info, ES.Search, ES.Live or ES.Revisions,
 // in any case, with or without "ES."; args are as decoded from JSON (string, float64,
 // bool, nil for an omitted argument, [][]any or []any of []any for a range; other Go
 // numeric types are accepted as numbers). Call does not modify args and never panics on
@@ -111,8 +111,10 @@ func (e *Engine) Eval(fn string, args []any) Result {
 		g, err = e.info(args)
 	case strings.EqualFold(name, "search"):
 		g, err = e.search(args)
+	case strings.EqualFold(name, "revisions"):
+		g, err = e.revisions(args)
 	default:
-		err = cellErr(CodeValue, "unknown function %q; want ES.Get, ES.Latest, ES.Info, ES.Search or ES.Live", clip(fn))
+		err = cellErr(CodeValue, "unknown function %q; want ES.Get, ES.Latest, ES.Info, ES.Search, ES.Live or ES.Revisions", clip(fn))
 	}
 	if err != nil {
 		return Result{Err: err}

@@ -56,7 +56,7 @@ func (e *Engine) Frame(ids []string, from, to int64, opts Options) (*Frame, erro
 	case from > to:
 		return nil, fmt.Errorf("start %s is after end %s", formatTime(from), formatTime(to))
 	}
-	tb, cerr := e.assemble(ids, from, to, &opts, MaxFrameCells)
+	tb, cerr := e.asOf(opts.AsOf).assemble(ids, from, to, &opts, MaxFrameCells)
 	for _, c := range tb.cols {
 		if c.err != nil { // a Frame fails as a whole
 			return nil, c.cause

@@ -28,7 +28,8 @@ func FuzzParseDate(f *testing.F) {
 
 func FuzzParseOptions(f *testing.F) {
 	for _, s := range []string{"per=M", "per = w , agg = max", "headers=y dates=n transpose=y order=desc last=3 fill=prev", "=", " = ; ,", "last=99999999999999999999", "per=A;agg=sum",
-		"chg=pct yoy=diff ma=12 rebase=100 scale=0.001", "days=weekdays fill=prev", "headers=id+unit", "fill=zero;chg=log", "ma=1", "rebase=0", "scale=1e400"} {
+		"chg=pct yoy=diff ma=12 rebase=100 scale=0.001", "days=weekdays fill=prev", "headers=id+unit", "fill=zero;chg=log", "ma=1", "rebase=0", "scale=1e400",
+		"asof=2026-10-01", "asof=2026-13-01", "asof=e1-s2-0123456789ab;per=M", "asof=q3-close"} {
 		f.Add(s, "")
 	}
 	f.Fuzz(func(t *testing.T, s, cell string) {
@@ -72,6 +73,7 @@ var fuzzStrings = []string{
 	"transpose=y", "last=3", "last=1000000000", "value", "date", "both", "name", "first", "updated",
 	"chg=pct", "chg=log;fill=prev", "yoy=diff", "ma=3", "ma=10000", "rebase=100;scale=-2", "days=weekdays;fill=prev",
 	"days=all;per=W;chg=diff", "fill=zero", "headers=all", "msft", "MSTF", "ibm,Gogl", "2000Q1", "36526", "-10D",
+	"asof=2010-01-02", "asof=e1-s10-0123456789ab", "asof=2009-01-01T00:00:00Z;per=A", "asof=bad one", "asof=2026-13-01",
 }
 
 var fuzzNumbers = []float64{0, 1, 60, 2000, 20000101, 36526, 40185.5, 2958465, 2958466, -1, 1e300, math.NaN(), math.Inf(1), 3, 1000}
@@ -124,10 +126,10 @@ func (d *argDecoder) value(depth int) any {
 	}
 }
 
-var fuzzFns = []string{"ES.Get", "get", "ES.Latest", "ES.Info", "ES.Search", "ES.Live", "es.GET", "ES.Nope", ""}
+var fuzzFns = []string{"ES.Get", "get", "ES.Latest", "ES.Info", "ES.Search", "ES.Live", "es.GET", "ES.Nope", "", "ES.Revisions"}
 
 func FuzzCall(f *testing.F) {
-	e := newEngine(f)
+	e, _ := newVintageEngine(f) // a VintageSource: asof= and ES.Revisions reach it
 	e.MaxCells = 300
 	f.Add([]byte{0, 4, 0, 4, 8, 4, 17})
 	f.Add([]byte{0, 4, 1, 3, 5, 5, 18, 4, 23})

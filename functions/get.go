@@ -65,7 +65,7 @@ func (e *Engine) get(args []any) (*Grid, *CellError) {
 		return nil, cellErr(CodeValue, "start %s is after end %s", formatTime(from), formatTime(to))
 	}
 
-	tb, cerr := e.assemble(ids.ids, from, to, &opts, maxCells)
+	tb, cerr := e.asOf(opts.AsOf).assemble(ids.ids, from, to, &opts, maxCells)
 	if cerr != nil {
 		return nil, cerr
 	}

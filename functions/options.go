@@ -130,6 +130,9 @@ type Options struct {
 	Dates     bool       // the date column (true by default)
 	Transpose bool       // one row per series instead of one column
 	Last      int        // keep only the Last most recent dates; 0 keeps all
+	// AsOf (asof=WHEN) reads the series as the vintage WHEN names held them; the zero
+	// AsOf reads the current data. See ParseAsOf and VintageSource.
+	AsOf AsOf
 }
 
 // DefaultOptions returns the options of an ES.Get without any.
@@ -398,6 +401,12 @@ func (o *Options) set(tok string) (string, error) {
 			return bad("y or n")
 		}
 		o.Transpose = b
+	case "asof", "as_of", "vintage":
+		a, err := ParseAsOf(v)
+		if err != nil {
+			return key, fmt.Errorf("option %w", err)
+		}
+		o.AsOf = a
 	case "last":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxLast {
@@ -405,12 +414,12 @@ func (o *Options) set(tok string) (string, error) {
 		}
 		o.Last = n
 	default:
-		return key, fmt.Errorf("option %s: unknown%s; want per, agg, days, fill, chg, yoy, ma, rebase, scale, order, headers, dates, transpose or last", clip(key), DidYouMean(Nearest(key, optionKeys, 1)))
+		return key, fmt.Errorf("option %s: unknown%s; want per, agg, days, fill, chg, yoy, ma, rebase, scale, order, headers, dates, transpose, last or asof", clip(key), DidYouMean(Nearest(key, optionKeys, 1)))
 	}
 	return key, nil
 }
 
-var optionKeys = []string{"per", "agg", "days", "fill", "chg", "yoy", "ma", "rebase", "scale", "order", "headers", "dates", "transpose", "last"}
+var optionKeys = []string{"per", "agg", "days", "fill", "chg", "yoy", "ma", "rebase", "scale", "order", "headers", "dates", "transpose", "last", "asof"}
 
 // parseHeaders reads headers=: y/n, or id, name, unit and all joined by '+'.
 func parseHeaders(s string) (HeaderRows, bool) {

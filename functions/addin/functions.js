@@ -195,7 +195,7 @@ function esArgs(list) {
  * @param {any[][]} series Series id, a comma-separated list of ids, or a range of ids.
  * @param {any} [start] First date, inclusive: a date cell, 2020-01-15, 2020-03, 2020, -1Y, ytd ... Empty: from the first point.
  * @param {any} [end] Last date, inclusive (covers the whole day, month or year it names). Empty: to the latest point.
- * @param {any[][][]} [options] key=value options: per=D|W|M|Q|A, agg=last|first|avg|sum|min|max, days=all|weekdays, fill=none|prev|na|zero, chg=diff|pct|log, yoy=diff|pct, ma=N, rebase=X, scale=X, order=asc|desc, headers=id|name|unit|all, dates=n, transpose=y, last=N.
+ * @param {any[][][]} [options] key=value options: per=D|W|M|Q|A, agg=last|first|avg|sum|min|max, days=all|weekdays, fill=none|prev|na|zero, chg=diff|pct|log, yoy=diff|pct, ma=N, rebase=X, scale=X, order=asc|desc, headers=id|name|unit|all, dates=n, transpose=y, last=N, asof=2026-10-01|time|snapshot id|tag (a published vintage).
  * @returns {any[][]} Rows of [date, value, ...].
  */
 function esGet(series, start, end, options) {
@@ -239,6 +239,17 @@ function esInfo(series, field) {
  */
 function esSearch(query, limit) {
   return esCall("ES.Search", esArgs([query, limit]));
+}
+
+/**
+ * Every value one period of a series has had across the vintages the server keeps: rows of [vintage time, value], oldest first, under a header row.
+ * @customfunction REVISIONS
+ * @param {any[][]} series One series id.
+ * @param {any} period The period: a date cell, 2026-09, 2026-09-15 ... (taken to the start of its bucket in the series' frequency).
+ * @returns {any[][]} Rows of [vintage time, value].
+ */
+function esRevisions(series, period) {
+  return esCall("ES.Revisions", esArgs([series, period]));
 }
 
 // ---- ES.LIVE: one websocket per runtime, shared by every live cell. ----
@@ -501,9 +512,10 @@ if (typeof CustomFunctions !== "undefined" && CustomFunctions.associate) {
   CustomFunctions.associate("LATEST", esLatest);
   CustomFunctions.associate("INFO", esInfo);
   CustomFunctions.associate("SEARCH", esSearch);
+  CustomFunctions.associate("REVISIONS", esRevisions);
   CustomFunctions.associate("LIVE", esLiveFn);
 }
 
 if (typeof module !== "undefined" && module.exports) {
-  module.exports = { esGet: esGet, esLatest: esLatest, esInfo: esInfo, esSearch: esSearch, esLiveFn: esLiveFn, esLive: esLive, esCall: esCall, esRefreshOnOpen: esRefreshOnOpen };
+  module.exports = { esGet: esGet, esLatest: esLatest, esInfo: esInfo, esSearch: esSearch, esRevisions: esRevisions, esLiveFn: esLiveFn, esLive: esLive, esCall: esCall, esRefreshOnOpen: esRefreshOnOpen };
 }

@@ -249,7 +249,7 @@ func (d *decoder) call(depth int) (call, error) {
 var knownFns = map[string]string{}
 
 func init() {
-	for _, n := range []string{"Get", "Latest", "Info", "Search", "Live"} {
+	for _, n := range []string{"Get", "Latest", "Info", "Search", "Live", "Revisions"} {
 		for _, s := range []string{"ES." + n, "ES." + upper(n), n, upper(n)} {
 			knownFns[s] = s
 		}
