@@ -93,17 +93,18 @@ func main() {
 		AssetServer:      &assetserver.Options{Assets: dist},
 		OnStartup: func(ctx context.Context) {
 			log.Debug("window starting", "ms", time.Since(started).Milliseconds())
-			app.SetRuntime(a, app.WailsRuntime(ctx))
+			a.SetRuntime(app.WailsRuntime(ctx))
 		},
 		OnDomReady: func(context.Context) { log.Debug("page loaded", "ms", time.Since(started).Milliseconds()) },
 		OnShutdown: func(context.Context) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if err := app.Close(ctx, a); err != nil {
+			if err := a.Close(ctx); err != nil {
 				log.Error("shut down", "err", err)
 			}
 		},
-		Bind:    []any{a},
+		// One struct per view: window.go.app.<View>.<Method> in the page.
+		Bind:    a.Bind(),
 		Linux:   &linux.Options{ProgramName: "energyscope", Icon: appIcon, WebviewGpuPolicy: linux.WebviewGpuPolicyNever},
 		Windows: &windows.Options{Theme: windows.SystemDefault},
 		Mac:     &mac.Options{Appearance: mac.DefaultAppearance},

@@ -70,9 +70,9 @@ func TestHelloOpen(t *testing.T) {
 	home := t.TempDir()
 	companiontest.CookSamples(t, home)
 	for _, c := range []struct{ open, err string }{{"MSFT", ""}, {"NOPE", "NOPE"}} {
-		a := app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1, OpenSeries: c.open})
+		a := viewsOf(app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1, OpenSeries: c.open}))
 		h := a.Hello()
-		app.Close(t.Context(), a)
+		a.App.Close(t.Context())
 		if h.Error != "" || h.Status != nil || h.Open == nil {
 			t.Fatalf("hello %+v", h)
 		}
@@ -400,9 +400,9 @@ func TestSettings(t *testing.T) {
 func TestSettingsFollowFolder(t *testing.T) {
 	homeA, homeB := t.TempDir(), t.TempDir()
 	settings := filepath.Join(t.TempDir(), "settings.json")
-	open := func(home string) *app.App {
-		a := app.New(app.Options{Home: home, SettingsFile: settings, Port: -1})
-		t.Cleanup(func() { app.Close(context.Background(), a) })
+	open := func(home string) views {
+		a := viewsOf(app.New(app.Options{Home: home, SettingsFile: settings, Port: -1}))
+		t.Cleanup(func() { a.App.Close(context.Background()) })
 		return a
 	}
 	a := open(homeA)
@@ -414,7 +414,7 @@ func TestSettingsFollowFolder(t *testing.T) {
 	if !a.SyncProgress().Configured {
 		t.Fatal("home A: sync not configured")
 	}
-	app.Close(context.Background(), a)
+	a.App.Close(context.Background())
 
 	b := open(homeB)
 	if s := b.GetSettings(); s.Server != "" || s.Token != "" {
@@ -423,13 +423,13 @@ func TestSettingsFollowFolder(t *testing.T) {
 	if sy := b.SyncProgress(); sy.Configured {
 		t.Fatalf("home B syncs from home A's server: %+v", sy)
 	}
-	app.Close(context.Background(), b)
+	b.App.Close(context.Background())
 
 	a = open(homeA)
 	if s := a.GetSettings(); s.Server != "http://127.0.0.1:1" || s.Token != "tok" || !a.SyncProgress().Configured {
 		t.Fatalf("home A lost its server: %+v", s)
 	}
-	app.Close(context.Background(), a)
+	a.App.Close(context.Background())
 
 	// An old settings file: the server in the user's file, for home C.
 	homeC := t.TempDir()
@@ -437,14 +437,14 @@ func TestSettingsFollowFolder(t *testing.T) {
 	if err := companion.SaveSettings(old, companion.Settings{Home: homeC, Server: "http://127.0.0.1:1", Token: "tok"}); err != nil {
 		t.Fatal(err)
 	}
-	c := app.New(app.Options{SettingsFile: old, Port: -1})
-	t.Cleanup(func() { app.Close(context.Background(), c) })
+	c := viewsOf(app.New(app.Options{SettingsFile: old, Port: -1}))
+	t.Cleanup(func() { c.App.Close(context.Background()) })
 	if s := c.GetSettings(); s.Server != "http://127.0.0.1:1" || s.ActiveHome != homeC {
 		t.Fatalf("old settings, its own home: %+v", s)
 	}
-	app.Close(context.Background(), c)
-	d := app.New(app.Options{Home: homeB, SettingsFile: old, Port: -1})
-	t.Cleanup(func() { app.Close(context.Background(), d) })
+	c.App.Close(context.Background())
+	d := viewsOf(app.New(app.Options{Home: homeB, SettingsFile: old, Port: -1}))
+	t.Cleanup(func() { d.App.Close(context.Background()) })
 	if s := d.GetSettings(); s.Server != "" || d.SyncProgress().Configured {
 		t.Fatalf("old settings applied to a --home folder: %+v", s)
 	}
@@ -460,8 +460,8 @@ func TestSettingsHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := &recRuntime{}
-	a := app.New(app.Options{SettingsFile: settings, Port: -1, Runtime: rt})
-	defer app.Close(t.Context(), a)
+	a := viewsOf(app.New(app.Options{SettingsFile: settings, Port: -1, Runtime: rt}))
+	defer a.App.Close(t.Context())
 	if st := a.Status(); st.Home != home1 || len(st.Datasets) != 3 {
 		t.Fatalf("status %+v", st)
 	}
@@ -509,8 +509,8 @@ func TestHomeInUse(t *testing.T) {
 func TestReady(t *testing.T) {
 	home := t.TempDir()
 	ready := filepath.Join(t.TempDir(), "ready")
-	a := app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1, ReadyFile: ready, Started: time.Now().Add(-time.Second)})
-	defer app.Close(t.Context(), a)
+	a := viewsOf(app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1, ReadyFile: ready, Started: time.Now().Add(-time.Second)}))
+	defer a.App.Close(t.Context())
 	if ms := a.Ready("status"); ms < 1000 {
 		t.Fatalf("ready %d ms", ms)
 	}
@@ -688,9 +688,9 @@ func TestOpenFolder(t *testing.T) {
 	home := t.TempDir()
 	companiontest.CookSamples(t, home)
 	var opened []string
-	a := app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1,
-		OpenPath: func(dir string) error { opened = append(opened, dir); return nil }})
-	defer app.Close(context.Background(), a)
+	a := viewsOf(app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1,
+		OpenPath: func(dir string) error { opened = append(opened, dir); return nil }}))
+	defer a.App.Close(context.Background())
 	dir := t.TempDir()
 	file := filepath.Join(dir, "out.xlsx")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -758,7 +758,7 @@ func TestSyncLagAfterRestart(t *testing.T) {
 	waitFor(a, "updates applied", func(d app.SyncDataset) bool { return d.Seq == head })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := app.Close(ctx, a.App); err != nil {
+	if err := a.App.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 

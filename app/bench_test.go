@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkSearch is the Explorer's search-as-you-type over 175K series
-// (the PET-shaped synthetic set): one App.Search per keystroke of a few
+// (the PET-shaped synthetic set): one ExplorerView.Search per keystroke of a few
 // typed queries, hits enriched with unit and frequency as the results list
 // shows them. The figure to watch is ms/keystroke (target <= 20 ms).
 //
@@ -68,8 +68,8 @@ func BenchmarkSearch(b *testing.B) {
 }
 
 // BenchmarkBrowse is the Explorer's facets over the same 175K series:
-// the first App.Facets (one pass over the index, once per snapshot), then
-// App.Browse per facet choice, with App.Search for one keystroke measured
+// the first ExplorerView.Facets (one pass over the index, once per snapshot), then
+// ExplorerView.Browse per facet choice, with ExplorerView.Search for one keystroke measured
 // in the same loop as the peer. The figures: ms/first-facets,
 // ms/browse and ms/search.
 //

@@ -89,16 +89,16 @@ func (c *facetCache) get(st *localcache.Store, dataset string, fresh bool) (*loc
 // Facets lists the datasets, sources, frequencies and units of the series
 // in the store, each with how many series have it (most first). Series
 // that only the delta holds are not counted until the next snapshot.
-func (a *App) Facets() Facets {
+func (v *ExplorerView) Facets() Facets {
 	out := Facets{Datasets: []FacetValue{}, Sources: []FacetValue{}, Frequencies: []FacetValue{}, Units: []FacetValue{}}
-	st, err := a.store()
+	st, err := v.store()
 	if err != nil {
 		out.Error = words(err)
 		return out
 	}
 	src, frq, unt := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, ds := range st.DatasetNames() {
-		f, err := a.facets.get(st, ds, false)
+		f, err := v.facets.get(st, ds, false)
 		if err != nil {
 			continue // a damaged dataset: Status says why
 		}
@@ -135,9 +135,9 @@ func facetList(m map[string]int) []FacetValue {
 
 // Browse lists the series that have every chosen facet value, without a
 // query: the first BrowseLimit by id (then dataset), and how many match.
-func (a *App) Browse(req BrowseRequest) BrowseResult {
+func (v *ExplorerView) Browse(req BrowseRequest) BrowseResult {
 	out := BrowseResult{Hits: []SearchHit{}}
-	st, err := a.store()
+	st, err := v.store()
 	if err != nil {
 		out.Error = words(err)
 		return out
@@ -148,13 +148,13 @@ func (a *App) Browse(req BrowseRequest) BrowseResult {
 		if req.Dataset != "" && ds != req.Dataset {
 			continue
 		}
-		f, err := a.facets.get(st, ds, false)
+		f, err := v.facets.get(st, ds, false)
 		if err != nil {
 			continue
 		}
 		h, n, err := st.Browse(f, flt, BrowseLimit)
 		if errors.Is(err, localcache.ErrFacetsStale) {
-			if f, err = a.facets.get(st, ds, true); err == nil {
+			if f, err = v.facets.get(st, ds, true); err == nil {
 				h, n, err = st.Browse(f, flt, BrowseLimit)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -55,14 +56,16 @@ func needOrSkip(t *testing.T, what string, ok bool) {
 	t.Skipf("%s is missing (scripts/install-deps.sh installs it)", what)
 }
 
-// stubJS stands in for what Wails injects: window.go.app.App.* forwards
-// each call to the real Go method (POST /__call), window.runtime records
+// stubJS stands in for what Wails injects: window.go.app.<View>.<Method>
+// forwards each call to the real Go method of the bound view (POST
+// /__call), window.runtime records
 // events and the clipboard and receives the Go side's events by polling.
-const stubJS = `(function () {
-  const call = (method, args) => fetch('/__call', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({method, args})})
+const stubJSFormat = `(function () {
+  const call = (view, method, args) => fetch('/__call', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({view, method, args})})
     .then((r) => r.ok ? r.json() : r.text().then((t) => Promise.reject(new Error(t))));
-  const App = new Proxy({}, {get: (_, name) => (...args) => call(String(name), args)});
-  window.go = {app: {App}};
+  const views = {};
+  for (const v of %s) views[v] = new Proxy({}, {get: (_, name) => (...args) => call(v, String(name), args)});
+  window.go = {app: views};
   const listeners = {};
   window.__clipboard = [];
   window.__events = [];
@@ -83,10 +86,10 @@ const stubJS = `(function () {
 })();
 `
 
-// stubServer serves frontend/dist with the stub, over a.
+// stubServer serves frontend/dist with the stub, over the views a binds.
 type stubServer struct {
-	a    *app.App
-	dist string
+	views map[string]any // a.Bind() by type name, as Wails names them
+	dist  string
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -104,7 +107,7 @@ type stubEvent struct {
 }
 
 func newStubServer(t *testing.T, ta *testApp) *stubServer {
-	s := &stubServer{a: ta.App, dist: filepath.Join(repoRoot, "frontend", "dist")}
+	s := &stubServer{views: boundViews(ta.App), dist: filepath.Join(repoRoot, "frontend", "dist")}
 	s.cond = sync.NewCond(&s.mu)
 	ta.rt.mu.Lock()
 	ta.rt.notify = func(e event) {
@@ -121,7 +124,9 @@ func (s *stubServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/__stub.js":
 		w.Header().Set("Content-Type", "text/javascript")
-		io.WriteString(w, stubJS)
+		names := slices.Sorted(maps.Keys(s.views))
+		js, _ := json.Marshal(names)
+		fmt.Fprintf(w, stubJSFormat, js)
 	case "/__call":
 		s.call(w, r)
 	case "/__ingest":
@@ -166,10 +171,21 @@ func (s *stubServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// boundViews is what a binds, by the name Wails gives each in JavaScript
+// (window.go.<package>.<type>).
+func boundViews(a *app.App) map[string]any {
+	out := map[string]any{}
+	for _, v := range a.Bind() {
+		out[reflect.TypeOf(v).Elem().Name()] = v
+	}
+	return out
+}
+
 // call invokes the bound method by reflection, decoding each JSON argument
 // into the parameter's type and encoding the first result, as Wails does.
 func (s *stubServer) call(w http.ResponseWriter, r *http.Request) {
 	var req struct {
+		View   string            `json:"view"`
 		Method string            `json:"method"`
 		Args   []json.RawMessage `json:"args"`
 	}
@@ -177,9 +193,14 @@ func (s *stubServer) call(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), 400)
 		return
 	}
-	m := reflect.ValueOf(s.a).MethodByName(req.Method)
+	v, ok := s.views[req.View]
+	if !ok {
+		http.Error(w, "nothing bound as "+req.View, 404)
+		return
+	}
+	m := reflect.ValueOf(v).MethodByName(req.Method)
 	if !m.IsValid() {
-		http.Error(w, "no method "+req.Method, 404)
+		http.Error(w, "no method "+req.View+"."+req.Method, 404)
 		return
 	}
 	mt := m.Type()

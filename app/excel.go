@@ -13,12 +13,16 @@ import (
 	"github.com/energyscope/energyscope/functions/bridge"
 )
 
+// ExcelView is bound for the Excel view: how Excel reaches the app through
+// the bridge, and trusting the bridge's certificate.
+type ExcelView struct{ *core }
+
 // ExcelInfo says how Excel reaches this app: the bridge, the add-in's
 // manifest to sideload, and whether this computer trusts the bridge's
 // certificate (Excel refuses an add-in served over HTTPS it does not
 // trust).
-func (a *App) ExcelInfo() Excel {
-	c, err := a.companion()
+func (v *ExcelView) ExcelInfo() Excel {
+	c, err := v.companion()
 	if err != nil {
 		return Excel{Error: words(err), Steps: []string{}}
 	}
@@ -94,8 +98,8 @@ func excelSteps(e Excel) []string {
 // that needs no administrator (Windows: certutil -user, which asks the
 // user to confirm; macOS: the login keychain). On Linux it says what to
 // run. The result is ExcelInfo afterwards, with the outcome in Error.
-func (a *App) TrustCA() Excel {
-	e := a.ExcelInfo()
+func (v *ExcelView) TrustCA() Excel {
+	e := v.ExcelInfo()
 	if !e.Running || e.CATrusted {
 		return e
 	}
@@ -110,7 +114,7 @@ func (a *App) TrustCA() Excel {
 		return e
 	}
 	out, err := cmd.CombinedOutput()
-	after := a.ExcelInfo()
+	after := v.ExcelInfo()
 	if err != nil && !after.CATrusted {
 		after.Error = sentence("the certificate was not trusted: " + strings.TrimSpace(string(out)) + " " + err.Error())
 	}

@@ -65,10 +65,27 @@ func (r *recRuntime) named(name string) []event {
 	return out
 }
 
+// views is an App with every bound view embedded, so that a test calls
+// a.Status() as the frontend calls window.go.app.StatusView.Status().
+type views struct {
+	App *app.App
+	*app.Shell
+	*app.StatusView
+	*app.SyncView
+	*app.ExplorerView
+	*app.ExportView
+	*app.ExcelView
+	*app.SettingsView
+}
+
+func viewsOf(a *app.App) views {
+	return views{a, a.Shell, a.Status, a.Sync, a.Explorer, a.Export, a.Excel, a.Settings}
+}
+
 // testApp is an App over a home of the cooked samples, with its own
 // settings file, a free bridge port and a recording runtime.
 type testApp struct {
-	*app.App
+	views
 	home, settings string
 	rt             *recRuntime
 
@@ -104,11 +121,11 @@ func openTestApp(t testing.TB, home string) *testApp {
 			ta.openMu.Unlock()
 			return nil
 		}})
-	ta.App = a
+	ta.views = viewsOf(a)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := app.Close(ctx, a); err != nil {
+		if err := a.Close(ctx); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})

@@ -19,7 +19,7 @@ import (
 
 // TestWindowSmoke builds the real desktop app (Wails, GTK, WebKitGTK),
 // runs it under Xvfb on a home of the samples, waits until the frontend
-// reports data on screen (App.Ready), takes a screenshot of the display
+// reports data on screen (Shell.Ready), takes a screenshot of the display
 // and checks it is not blank. It runs the app twice and reports the time
 // from process start to the first view with data, cold and warm.
 //

@@ -32,6 +32,8 @@ func words(err error) string {
 	}
 	var opErr *net.OpError
 	switch {
+	case errors.Is(err, ErrNotReady):
+		return "The data store is still opening; try again in a moment."
 	case errors.Is(err, localcache.ErrClosed):
 		return "The data store was closed (the settings changed or the app is stopping); try again."
 	case errors.Is(err, localcache.ErrHomeLocked):

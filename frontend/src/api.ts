@@ -1,7 +1,8 @@
-// The Go side, as Wails binds it: window.go.app.App.<Method>(...) returns
-// a Promise of the DTO (app/dto.go). Every DTO that can fail carries an
-// `error` sentence; the methods never reject on purpose, but a broken
-// bridge might, so call() turns a rejection into an error DTO too.
+// The Go side, as Wails binds it: one struct per view (app.App.Bind()),
+// window.go.app.<View>.<Method>(...) returning a Promise of the DTO
+// (app/dto.go). Every DTO that can fail carries an `error` sentence; the
+// methods never reject on purpose, but a broken bridge might, so call()
+// turns a rejection into an error DTO too.
 
 // Hello carries the data of the first view, so that it shows after one call:
 // open when the app was started with a series (--open), else status.
@@ -32,7 +33,7 @@ export interface Sync {
 }
 export interface SearchHit { id: string; dataset: string; name: string; unit: string; frequency: string; source: string }
 export interface FacetValue { value: string; count: number }
-// Facets are the store's facet values with series counts (App.Facets).
+// Facets are the store's facet values with series counts (ExplorerView.Facets).
 export interface Facets { series: number; datasets: FacetValue[]; sources: FacetValue[]; frequencies: FacetValue[]; units: FacetValue[]; error?: string }
 export interface BrowseRequest { dataset: string; source: string; frequency: string; unit: string }
 export interface BrowseResult { hits: SearchHit[]; total: number; more: boolean; error?: string }
@@ -70,7 +71,7 @@ export interface Settings {
 
 declare global {
   interface Window {
-    go?: { app?: { App?: Record<string, (...args: unknown[]) => Promise<unknown>> } };
+    go?: { app?: Partial<Record<View, Record<string, (...args: unknown[]) => Promise<unknown>>>> };
     runtime?: {
       EventsOn(name: string, cb: (...data: unknown[]) => void): () => void;
       ClipboardSetText(text: string): Promise<boolean>;
@@ -82,15 +83,18 @@ declare global {
 // window.go; Wails injects it before the page's scripts, but be patient.
 export async function waitForBindings(timeoutMs = 10000): Promise<boolean> {
   const start = Date.now();
-  while (!window.go?.app?.App) {
+  while (!window.go?.app?.Shell) {
     if (Date.now() - start > timeoutMs) return false;
     await new Promise((r) => setTimeout(r, 25));
   }
   return true;
 }
 
-async function call<T>(method: string, ...args: unknown[]): Promise<T> {
-  const fn = window.go?.app?.App?.[method];
+// View is a struct the Go side binds (app.App.Bind), named as Wails names it.
+export type View = 'Shell' | 'StatusView' | 'SyncView' | 'ExplorerView' | 'ExportView' | 'ExcelView' | 'SettingsView';
+
+async function call<T>(view: View, method: string, ...args: unknown[]): Promise<T> {
+  const fn = window.go?.app?.[view]?.[method];
   if (!fn) return { error: 'The app is not connected to its Go side.' } as T;
   try {
     return (await fn(...args)) as T;
@@ -100,30 +104,30 @@ async function call<T>(method: string, ...args: unknown[]): Promise<T> {
 }
 
 export const api = {
-  hello: () => call<Hello>('Hello'),
-  ready: (view: string) => call<number>('Ready', view),
-  status: () => call<Status>('Status'),
-  syncProgress: () => call<Sync>('SyncProgress'),
-  pause: () => call<Sync>('Pause'),
-  resume: () => call<Sync>('Resume'),
-  setDatasets: (names: string[]) => call<Sync>('SetDatasets', names),
-  search: (q: string) => call<SearchResult>('Search', q),
-  facets: () => call<Facets>('Facets'),
-  browse: (req: BrowseRequest) => call<BrowseResult>('Browse', req),
-  info: (id: string) => call<Info>('Info', id),
-  series: (id: string, from: string, to: string, per: string, agg: string) => call<Series>('Series', id, from, to, per, agg),
-  formula: (id: string, from: string, to: string, opts: GetOptions) => call<Formula>('Formula', id, from, to, opts),
-  compareFormula: (refs: string[], from: string, to: string, opts: GetOptions) => call<Formula>('CompareFormula', refs, from, to, opts),
-  compare: (refs: string[], from: string, to: string, per: string, agg: string) => call<Comparison>('Compare', refs, from, to, per, agg),
-  openFolder: (path: string) => call<PathResult>('OpenFolder', path),
-  exportSuggestion: (series: string[]) => call<PathResult>('ExportSuggestion', series),
-  chooseExportFile: (suggested: string) => call<PathResult>('ChooseExportFile', suggested),
-  chooseFolder: (start: string) => call<PathResult>('ChooseFolder', start),
-  export: (req: ExportRequest) => call<ExportResult>('Export', req),
-  excelInfo: () => call<Excel>('ExcelInfo'),
-  trustCA: () => call<Excel>('TrustCA'),
-  getSettings: () => call<Settings>('GetSettings'),
-  saveSettings: (s: Settings) => call<Settings>('SaveSettings', s),
+  hello: () => call<Hello>('Shell', 'Hello'),
+  ready: (view: string) => call<number>('Shell', 'Ready', view),
+  status: () => call<Status>('StatusView', 'Status'),
+  syncProgress: () => call<Sync>('SyncView', 'SyncProgress'),
+  pause: () => call<Sync>('SyncView', 'Pause'),
+  resume: () => call<Sync>('SyncView', 'Resume'),
+  setDatasets: (names: string[]) => call<Sync>('SyncView', 'SetDatasets', names),
+  search: (q: string) => call<SearchResult>('ExplorerView', 'Search', q),
+  facets: () => call<Facets>('ExplorerView', 'Facets'),
+  browse: (req: BrowseRequest) => call<BrowseResult>('ExplorerView', 'Browse', req),
+  info: (id: string) => call<Info>('ExplorerView', 'Info', id),
+  series: (id: string, from: string, to: string, per: string, agg: string) => call<Series>('ExplorerView', 'Series', id, from, to, per, agg),
+  formula: (id: string, from: string, to: string, opts: GetOptions) => call<Formula>('ExplorerView', 'Formula', id, from, to, opts),
+  compareFormula: (refs: string[], from: string, to: string, opts: GetOptions) => call<Formula>('ExplorerView', 'CompareFormula', refs, from, to, opts),
+  compare: (refs: string[], from: string, to: string, per: string, agg: string) => call<Comparison>('ExplorerView', 'Compare', refs, from, to, per, agg),
+  openFolder: (path: string) => call<PathResult>('ExportView', 'OpenFolder', path),
+  exportSuggestion: (series: string[]) => call<PathResult>('ExportView', 'ExportSuggestion', series),
+  chooseExportFile: (suggested: string) => call<PathResult>('ExportView', 'ChooseExportFile', suggested),
+  chooseFolder: (start: string) => call<PathResult>('SettingsView', 'ChooseFolder', start),
+  export: (req: ExportRequest) => call<ExportResult>('ExportView', 'Export', req),
+  excelInfo: () => call<Excel>('ExcelView', 'ExcelInfo'),
+  trustCA: () => call<Excel>('ExcelView', 'TrustCA'),
+  getSettings: () => call<Settings>('SettingsView', 'GetSettings'),
+  saveSettings: (s: Settings) => call<Settings>('SettingsView', 'SaveSettings', s),
 };
 
 // on subscribes to a Go event; it returns the unsubscribe function.

@@ -44,7 +44,7 @@ export class ExplorerView implements View {
   private compareBox = h('div', { id: 'compare', class: 'chips compare' });
   private facets = h('div', { id: 'facets', class: 'facets' });
   private facetSel: Partial<Record<FacetKey, string>> = {};
-  // The store's facet values (App.Facets): fetched once the Explorer has
+  // The store's facet values (ExplorerView.Facets): fetched once the Explorer has
   // been on screen a moment, never for the first view.
   private storeFacets?: Facets;
   private facetsAsked = false;
@@ -173,7 +173,7 @@ export class ExplorerView implements View {
   }
 
   // browse lists the series that have the chosen facet values, without a
-  // query (App.Browse: the first 200 by id and how many match).
+  // query (ExplorerView.Browse: the first 200 by id and how many match).
   private async browse(): Promise<void> {
     const my = ++this.seq;
     this.hits = [];
