@@ -19,14 +19,18 @@
 //   - serving.go: the Puffin layout (page-aligned artifact blobs, blob
 //     types, summary keys) and its footer reader.
 //   - vintage.go: Vintage, Vintages, Head, Current, Resolve (as-of).
-//   - artifacts.go: Artifacts (where each blob lies, to map it in place)
-//     and Extract (a verified snapshot directory).
+//   - artifacts.go: Artifacts (where each blob lies, read from the Puffin
+//     footer) and Extract (a verified snapshot directory).
+//   - open.go: OpenSnapshot (a vintage mapped in place out of its Puffin
+//     file, or out of a verified downloaded copy for a remote warehouse),
+//     locating the blobs from the table metadata; the per-dataset cache
+//     of the table loaded last.
 //   - history.go: Rollback, Tag, Expire.
 //   - syncfs.go: the fsyncing "file" IO scheme that replaces iceberg-go's
 //     LocalFS (which never fsyncs).
 //
 // The package is for the server and the es command only: the desktop app
 // and the companion must not link iceberg-go (see importgraph_test.go).
-// It does not serve lookups: a server maps the extracted (or in-place)
-// serving artifacts with localcache, as it maps any snapshot.
+// It does not serve lookups: OpenSnapshot hands a server a
+// localcache/snapshot.Snapshot mapped out of the lake.
 package lake

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ const (
 	Dir          = "lake"
 	CatalogFile  = "catalog.db"
 	WarehouseDir = "warehouse"
+	CacheDir     = "cache"
 )
 
 // Sentinel errors; check them with errors.Is.
@@ -90,6 +92,10 @@ type Options struct {
 	// "file:///abs/path" or a plain absolute path. Default
 	// <Home>/lake/warehouse. (s3:// is not supported yet.)
 	Warehouse string
+	// CacheDir is where OpenSnapshot keeps the Puffin files it downloads
+	// from a remote warehouse (verified copies, named after the file's
+	// location). Default <Home>/lake/cache.
+	CacheDir string
 	// MaxRetries bounds how often a commit that lost a race is rebuilt
 	// and retried. Default 20.
 	MaxRetries int
@@ -117,6 +123,9 @@ func DefaultOptions(home string) Options {
 
 // EnsureDefaults fills unset fields.
 func (o *Options) EnsureDefaults() {
+	if o.CacheDir == "" && o.Home != "" {
+		o.CacheDir = filepath.Join(o.Home, Dir, CacheDir)
+	}
 	if o.MaxRetries <= 0 {
 		o.MaxRetries = 20
 	}
@@ -162,6 +171,16 @@ type Lake struct {
 	cat       catalog.Catalog
 	warehouse string // URI (file:///...)
 	ns        table.Identifier
+
+	// tables holds the table loaded last per dataset (OpenSnapshot reuses
+	// it when it holds the vintage asked for).
+	tables struct {
+		sync.Mutex
+		m map[string]*table.Table
+	}
+	// forceDownload makes OpenSnapshot download even from a file://
+	// warehouse (tests of the remote path).
+	forceDownload bool
 }
 
 // Open opens (creating if needed) the catalog and the namespace.
@@ -282,6 +301,7 @@ func (l *Lake) load(ctx context.Context, dataset string) (*table.Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lake: load %s: %w", dataset, err)
 	}
+	l.remember(dataset, t)
 	return t, nil
 }
 

@@ -34,6 +34,11 @@ const (
 	// Blob properties.
 	PropFile   = "file"   // the artifact's file name in a snapshot directory
 	PropSHA256 = "sha256" // hex SHA-256 of the blob (as in manifest.json)
+	// In the table metadata's copy of the blob metadata only (the Puffin
+	// footer has its own offset and length fields): where the blob lies,
+	// so that a reader locates the artifacts without reading the footer.
+	PropOffset = "offset"
+	PropLength = "length"
 
 	// Snapshot summary keys.
 	SummarySnapshot   = "energyscope.snapshot-id"
@@ -62,6 +67,14 @@ func blobTypeOf(file string) string {
 	}
 	return ""
 }
+
+// puffinAlign is PageSize; a test lowers it to write a Puffin file whose
+// blobs are not page-aligned (which readers must refuse).
+var puffinAlign int64 = PageSize
+
+// recordOffsets: the table metadata's blob entries carry offset and
+// length; a test turns it off to write the layout of earlier publishes.
+var recordOffsets = true
 
 // countingWriter counts the bytes written through it.
 type countingWriter struct {
@@ -115,7 +128,7 @@ func writePuffinTo(f io.Writer, loc string, snap *table.Snapshot, src *source) (
 		if !ok {
 			continue
 		}
-		if pad := (PageSize - cw.n%PageSize) % PageSize; pad != 0 {
+		if pad := (puffinAlign - cw.n%puffinAlign) % puffinAlign; pad != 0 {
 			if _, err := w.AddBlob(puffin.BlobMetadataInput{Type: BlobPadding, SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: []int32{}}, make([]byte, pad)); err != nil {
 				return table.StatisticsFile{}, err
 			}
@@ -126,10 +139,16 @@ func writePuffinTo(f io.Writer, loc string, snap *table.Snapshot, src *source) (
 			sum = hex.EncodeToString(h[:])
 		}
 		props := map[string]string{PropFile: a.file, PropSHA256: sum}
-		if _, err := w.AddBlob(puffin.BlobMetadataInput{Type: puffin.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: props}, b); err != nil {
+		bm, err := w.AddBlob(puffin.BlobMetadataInput{Type: puffin.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: props}, b)
+		if err != nil {
 			return table.StatisticsFile{}, err
 		}
-		sf.BlobMetadata = append(sf.BlobMetadata, table.BlobMetadata{Type: table.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: props})
+		tprops := map[string]string{PropFile: a.file, PropSHA256: sum}
+		if recordOffsets {
+			tprops[PropOffset] = strconv.FormatInt(bm.Offset, 10)
+			tprops[PropLength] = strconv.FormatInt(bm.Length, 10)
+		}
+		sf.BlobMetadata = append(sf.BlobMetadata, table.BlobMetadata{Type: table.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: tprops})
 	}
 	footerStart := cw.n
 	if err := w.Finish(); err != nil {
