@@ -27,9 +27,11 @@
 //     the log's recovery after a failed write, and Watch.
 //   - compact.go: Compact and CompactThrough, and the fold of base +
 //     delta they write.
-//   - install.go: Install, staging (StagingDir), publishing a snapshot
+//   - install.go: Install, publishing a snapshot
 //     beside the old one, swapping it in, moving CURRENT, and retiring
 //     the replaced snapshots.
+//   - stage.go: Stage, a download assembled in the dataset's staging
+//     directory, chunk-verified and resumable, committed by Install.
 //   - truncate.go: Truncate, dropping delta records above a seq.
 //   - epoch.go: the write-ahead log's epoch marker.
 //   - damage.go, heal.go, scrub.go: damage containment, re-install over a

@@ -124,7 +124,7 @@ func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snap
 	var others []snapDir
 	for _, e := range ents {
 		// Dot-named directories are unfinished: temporary snapshots (swept at
-		// open) and download staging (see StagingDir), not retired ones.
+		// open) and download staging (see Stage), not retired ones.
 		if !e.IsDir() || e.Name() == current || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
@@ -175,7 +175,7 @@ func (s *Store) retireLocked(d *Dataset, current string, replaced *snapshot.Snap
 // covers_through_seq are kept. A snapshot of a later epoch (a full
 // replacement) drops all pending records. dir is copied into the store,
 // or moved when it is a dot-named staging directory directly under the
-// dataset's snapshots directory (see StagingDir).
+// dataset's snapshots directory (Stage.Commit).
 func (s *Store) Install(dataset, dir string) (*format.Manifest, error) {
 	if s.opts.ReadOnly {
 		return nil, ErrReadOnly
@@ -298,11 +298,4 @@ func copyFileSync(src, dst string) error {
 		return err
 	}
 	return fileutil.SyncClose(out)
-}
-
-// StagingDir is where a download of snapshot id for dataset should be
-// assembled so that Install can move it into place without copying. It is
-// not swept at open (so a download can resume); Install consumes it.
-func (s *Store) StagingDir(dataset, id string) string {
-	return filepath.Join(s.DatasetDir(dataset), format.SnapshotsDir, ".dl-"+id)
 }

@@ -315,7 +315,7 @@ func TestLiveRetention(t *testing.T) {
 			s2 := liveOpen(t, other, nil)
 			defer s2.Close()
 			// A download in progress is not a snapshot to retire.
-			staging := s.StagingDir("d", "e1-s99999-000000000000")
+			staging := s.stagingDir("d", "e1-s99999-000000000000")
 			if err := os.MkdirAll(staging, 0o755); err != nil {
 				t.Fatal(err)
 			}

@@ -671,27 +671,6 @@ func (b *bigDataset) home(t *testing.T) string {
 	return home
 }
 
-// stagingSizes returns the bytes of a download held in .dl-* staging
-// directories of a dataset: complete files and .partial files.
-func stagingSizes(home, ds string) (held int64, partial int64) {
-	root := filepath.Join(home, localcache.DatasetsDir, ds, format.SnapshotsDir)
-	dirs, _ := filepath.Glob(filepath.Join(root, ".dl-*"))
-	for _, d := range dirs {
-		ents, _ := os.ReadDir(d)
-		for _, e := range ents {
-			info, err := e.Info()
-			if err != nil || e.Name() == format.ManifestFile {
-				continue
-			}
-			held += info.Size()
-			if strings.HasSuffix(e.Name(), ".partial") {
-				partial += info.Size()
-			}
-		}
-	}
-	return held, partial
-}
-
 // testE2EResumeAfterKill: a companion slowed by --bandwidth is
 // SIGKILLed in the middle of a snapshot download and restarted: it
 // completes, keeping every verified 4 MiB chunk of its .partial file, so
@@ -709,7 +688,7 @@ func testE2EResumeAfterKill(t *testing.T, big *bigDataset) {
 	// Kill it once it holds more than 1.5 chunks of the download.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		held, _ := stagingSizes(c.home, "big")
+		held, _ := localcache.StagedBytes(c.home, "big")
 		if held > format.ChunkSize*3/2 {
 			break
 		}
@@ -719,7 +698,7 @@ func testE2EResumeAfterKill(t *testing.T, big *bigDataset) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	c.p.kill()
-	held, partial := stagingSizes(c.home, "big")
+	held, partial := localcache.StagedBytes(c.home, "big")
 	if held >= h.Bytes {
 		t.Fatalf("the download finished before the kill (%d of %d bytes)", held, h.Bytes)
 	}

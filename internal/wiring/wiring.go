@@ -63,8 +63,10 @@ func (s Source) Search(query string, limit int) ([]functions.SeriesInfo, error) 
 	return out, nil
 }
 
-// Sink lets the sync engine write into a store.
-type Sink struct{ Store *localcache.Store }
+// Sink lets the sync engine write into a store. The store's
+// CompactThrough, Pending and Truncate are the sink's as they are; the
+// methods below adapt the rest.
+type Sink struct{ *localcache.Store }
 
 var _ client.Sink = Sink{}
 
@@ -80,23 +82,13 @@ func (s Sink) Apply(dataset string, recs []format.Record) error {
 	return err
 }
 
-// CompactThrough implements client.Sink.
-func (s Sink) CompactThrough(dataset string, seq uint64) (*format.Manifest, error) {
-	return s.Store.CompactThrough(dataset, seq)
-}
-
-// StagingDir implements client.Sink.
-func (s Sink) StagingDir(dataset, id string) string { return s.Store.StagingDir(dataset, id) }
-
-// Install implements client.Sink.
-func (s Sink) Install(dataset, dir string) error {
-	_, err := s.Store.Install(dataset, dir)
-	return err
-}
-
-// Pending implements client.Sink.
-func (s Sink) Pending(dataset string) (string, uint64, []format.Record, error) {
-	return s.Store.Pending(dataset)
+// Stage implements client.Sink.
+func (s Sink) Stage(dataset string, m *format.Manifest) (client.Stage, error) {
+	st, err := s.Store.Stage(dataset, m)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // Damaged implements client.Sink: only a dataset the store holds and
@@ -106,11 +98,6 @@ func (s Sink) Damaged(dataset string) error {
 		return err
 	}
 	return nil
-}
-
-// Truncate implements client.Sink.
-func (s Sink) Truncate(dataset string, through uint64) (int, error) {
-	return s.Store.Truncate(dataset, through)
 }
 
 // Changes is the store's change notification as the bridge's ChangeFeed.

@@ -15,10 +15,15 @@ import (
 //	<dataset>/CURRENT                 name of the snapshot in service
 //	<dataset>/snapshots/<id>/         one immutable snapshot
 //	<dataset>/snapshots/.tmp-*        a snapshot being written (swept at open)
+//	<dataset>/snapshots/.dl-<id>/     a download of snapshot id being staged
+//	                                  (localcache.Stage; not swept at open)
+//	<dataset>/snapshots/.dl-<id>/<file>.partial  a file of it not complete yet
 const (
-	CurrentFile  = "CURRENT"
-	SnapshotsDir = "snapshots"
-	TempPrefix   = ".tmp-"
+	CurrentFile   = "CURRENT"
+	SnapshotsDir  = "snapshots"
+	TempPrefix    = ".tmp-"
+	StagingPrefix = ".dl-"
+	PartialSuffix = ".partial"
 )
 
 // TempSnapshotDir returns a fresh temporary directory name under the

@@ -26,10 +26,11 @@ type Sink interface {
 	// CompactThrough folds pending records up to seq into a new snapshot,
 	// installs it and returns its manifest.
 	CompactThrough(dataset string, seq uint64) (*format.Manifest, error)
-	// StagingDir is where a download of a snapshot is assembled.
-	StagingDir(dataset, snapshotID string) string
-	// Install verifies and swaps in a downloaded snapshot directory.
-	Install(dataset, dir string) error
+	// Stage opens the sink's staging of snapshot m of dataset, where a
+	// download is assembled and from which it is installed. A stage of
+	// the same snapshot resumes from what an earlier one kept; one of
+	// another snapshot of the dataset replaces it.
+	Stage(dataset string, m *format.Manifest) (Stage, error)
 	// Truncate durably drops the records above seq through (the server
 	// lost them) and returns how many it dropped; nothing above it is a
 	// no-op. It fails, changing nothing, when through is below what the
@@ -44,6 +45,34 @@ type Sink interface {
 	// damaged (its files failed a check or a read): the engine then
 	// downloads the server's snapshot again and Installs it over it.
 	Damaged(dataset string) error
+}
+
+// Stage is a snapshot being downloaded into the sink, file by file in the
+// manifest's order; the sink owns its files (localcache.Stage is the
+// one implementation). The engine drives it from its session goroutine.
+type Stage interface {
+	// Verify positions the stage at the first byte it does not hold,
+	// keeping the chunks an earlier stage left that verify: skipped is
+	// the bytes of whole files held, kept the verified prefix of the
+	// file now open.
+	Verify() (skipped, kept int64, err error)
+	// Pos is the file (index in the manifest) and offset the next Append
+	// writes; open is false when every file is held.
+	Pos() (file int, off int64, open bool)
+	// Append writes bytes at Pos, checking each chunk they complete
+	// (verified counts them). A chunk that does not match is dropped: the
+	// error wraps format.ErrChunkMismatch in a *format.CorruptionError
+	// whose Offset is where to fetch again.
+	Append(p []byte) (verified int, err error)
+	// Finish checks and keeps the file whose bytes are all in, then
+	// Verifies the next one.
+	Finish() (skipped, kept int64, err error)
+	// Commit installs the snapshot once every file is held.
+	Commit() (*format.Manifest, error)
+	// Close lets go of open files, keeping what is staged; Abort also
+	// removes it.
+	Close() error
+	Abort() error
 }
 
 // Options for New.

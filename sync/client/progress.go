@@ -90,10 +90,11 @@ func (e *Engine) update(f func(p *Progress, ds func(string) *DatasetProgress)) {
 }
 
 func (s *session) progressBytes(d *download) {
+	_, off, _ := d.st.Pos()
 	s.e.update(func(_ *Progress, dsf func(string) *DatasetProgress) {
 		p := dsf(d.man.Dataset)
-		p.FileDone = d.off
-		p.BytesDone = d.base + d.off
+		p.FileDone = off
+		p.BytesDone = d.base + off
 		if el := time.Since(p.downloadStart).Seconds(); el > 0 {
 			p.RateBytesPerS = float64(p.BytesDone-p.downloadOffset) / el
 			if p.RateBytesPerS > 0 {

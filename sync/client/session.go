@@ -56,6 +56,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 	w := wsconn.New(ws, wsconn.Options{BulkQueue: 64, WriteTimeout: 15 * time.Second, PingInterval: 25 * time.Second})
 	s := &session{e: e, ws: ws, w: w, done: make(chan struct{}), dl: map[string]*download{}, catchup: map[string][]format.Record{}, caughtUp: map[string]bool{}, snapAnswer: map[string]string{}, healing: map[string]bool{}}
 	defer func() {
+		s.closeDownloads()
 		ws.Close() // no close frame: the writer's ends at once on the closed socket
 		close(s.done)
 		w.Shutdown(wsconn.Reason{})
