@@ -99,7 +99,7 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 		}
 		return m, err
 	}
-	m, err := s.writeSnapshot(d, func(dir string) (m *format.Manifest, err error) {
+	m, created, err := s.writeSnapshot(d, func(dir string) (m *format.Manifest, err error) {
 		// The fold reads every byte of the base's mappings.
 		r := reading{d: d}
 		defer s.guard(debug.SetPanicOnFault(true), &r, &err)
@@ -109,6 +109,9 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", dataset, err)
 	}
+	if err := s.publishPlaced(d, m, created); err != nil {
+		return nil, fmt.Errorf("compact %s: %w", dataset, err)
+	}
 	if err := s.installPublished(d, m, false); err != nil {
 		return nil, fmt.Errorf("compact %s: %w", dataset, err)
 	}
@@ -116,21 +119,22 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 }
 
 // writeSnapshot writes a snapshot into a temporary directory and renames it into
-// snapshots/<id> (CURRENT is not touched).
-func (s *Store) writeSnapshot(d *Dataset, write func(dir string) (*format.Manifest, error)) (*format.Manifest, error) {
+// snapshots/<id> (CURRENT is not touched); created as placeSnapshot.
+func (s *Store) writeSnapshot(d *Dataset, write func(dir string) (*format.Manifest, error)) (*format.Manifest, bool, error) {
 	tmp, err := format.TempSnapshotDir(d.dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	m, err := write(tmp)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if err := placeSnapshot(d.dir, tmp, m.SnapshotID); err != nil {
+	created, err := placeSnapshot(d.dir, tmp, m.SnapshotID)
+	if err != nil {
 		os.RemoveAll(tmp)
-		return nil, err
+		return nil, false, err
 	}
-	return m, nil
+	return m, created, nil
 }
 
 // foldTable builds the rows of base + pending for format.Write: every

@@ -107,8 +107,12 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 		}
 		aside = append(aside, a)
 	}
-	if err := placeSnapshot(d.dir, tmp, m.SnapshotID); err != nil {
+	if _, err := placeSnapshot(d.dir, tmp, m.SnapshotID); err != nil {
 		os.RemoveAll(tmp)
+		return err
+	}
+	// final did not exist (set aside above): this install created it.
+	if err := s.publishPlaced(d, m, true); err != nil {
 		return err
 	}
 	snap, err := snapshot.Open(final)

@@ -18,13 +18,38 @@ import (
 
 // placeSnapshot renames a finished temporary snapshot directory to its id
 // (or drops it if that snapshot is already there: same id, same bytes).
-func placeSnapshot(datasetDir, tmp, id string) error {
+// created reports whether the directory is new.
+func placeSnapshot(datasetDir, tmp, id string) (created bool, err error) {
 	root := filepath.Join(datasetDir, format.SnapshotsDir)
 	final := filepath.Join(root, id)
 	if _, err := os.Stat(final); err == nil {
-		return os.RemoveAll(tmp)
+		return false, os.RemoveAll(tmp)
 	}
-	return fileutil.Rename(tmp, final)
+	return true, fileutil.Rename(tmp, final)
+}
+
+// publishPlaced runs Options.Publish for the snapshot m placed in d's
+// snapshots directory, before CURRENT moves. When it fails, a directory
+// this install created is removed again (it would only wait for
+// retention: nothing names it) and the error is returned. The caller
+// holds d.cmu.
+func (s *Store) publishPlaced(d *Dataset, m *format.Manifest, created bool) error {
+	if s.opts.Publish == nil {
+		return nil
+	}
+	dir := filepath.Join(d.dir, format.SnapshotsDir, m.SnapshotID)
+	err := s.opts.Publish(d.name, dir, m)
+	if err == nil {
+		return nil
+	}
+	if created {
+		if cur := d.cur.Load(); cur == nil || cur.snap.ID() != m.SnapshotID {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				s.opts.Logger.Warn("remove a snapshot that failed to publish", "dataset", d.name, "dir", dir, "err", rerr)
+			}
+		}
+	}
+	return fmt.Errorf("publish snapshot %s: %w", m.SnapshotID, err)
 }
 
 // installPublished opens the placed snapshot m, swaps it in with the delta
@@ -230,9 +255,22 @@ func (s *Store) Install(dataset, dir string) (*format.Manifest, error) {
 		return nil, fmt.Errorf("install: %w", err)
 	}
 	if derr != nil {
-		// A dataset new to this store.
-		if _, err := format.Publish(dsDir, tmp, m); err != nil {
+		// A dataset new to this store: place, publish (Options.Publish),
+		// then CURRENT, which makes it exist.
+		created, err := placeSnapshot(dsDir, tmp, m.SnapshotID)
+		if err != nil {
 			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		if s.opts.Publish != nil {
+			if err := s.opts.Publish(dataset, filepath.Join(dsDir, format.SnapshotsDir, m.SnapshotID), m); err != nil {
+				if created {
+					os.RemoveAll(filepath.Join(dsDir, format.SnapshotsDir, m.SnapshotID))
+				}
+				return nil, fmt.Errorf("install: publish snapshot %s: %w", m.SnapshotID, err)
+			}
+		}
+		if err := format.WriteCurrent(dsDir, m.SnapshotID); err != nil {
 			return nil, fmt.Errorf("install: %w", err)
 		}
 		if err := s.refreshDataset(dataset); err != nil {
@@ -240,8 +278,12 @@ func (s *Store) Install(dataset, dir string) (*format.Manifest, error) {
 		}
 		return m, nil
 	}
-	if err := placeSnapshot(dsDir, tmp, m.SnapshotID); err != nil {
+	created, err := placeSnapshot(dsDir, tmp, m.SnapshotID)
+	if err != nil {
 		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	if err := s.publishPlaced(d, m, created); err != nil {
 		return nil, fmt.Errorf("install: %w", err)
 	}
 	newEpoch := m.Epoch > d.cur.Load().snap.Manifest.Epoch

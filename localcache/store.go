@@ -50,6 +50,17 @@ type Options struct {
 	// DefaultScrubBytesPerSec; negative disables the scrub. A read-only
 	// store never scrubs.
 	ScrubBytesPerSec int64
+	// Publish, when set, is called for every snapshot a writable store is
+	// about to put in service (Compact, CompactThrough, Install, the
+	// install over a damaged dataset), with the finished snapshot placed
+	// at dir (snapshots/<id>) and before CURRENT moves: the server
+	// publishes it to its lake there, so the lake never lags what is
+	// served. An error aborts that install: CURRENT does not move, the old
+	// snapshot keeps serving, the delta keeps its records, and the placed
+	// directory is removed (unless it was there before). The call holds
+	// the dataset's compaction lock, not its write lock: Apply goes on
+	// while it runs (except over a damaged dataset, which takes no Apply).
+	Publish func(dataset, dir string, m *format.Manifest) error
 }
 
 func (o *Options) withDefaults() Options {

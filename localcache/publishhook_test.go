@@ -1,0 +1,140 @@
+package localcache
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/energyscope/energyscope/localcache/delta"
+	"github.com/energyscope/energyscope/localcache/format"
+)
+
+var errCatalogDown = errors.New("catalog down")
+
+// publishHook records what Options.Publish saw and fails while fail is set.
+type publishHook struct {
+	t     *testing.T
+	fail  bool
+	calls []*format.Manifest
+}
+
+func (h *publishHook) publish(dataset, dir string, m *format.Manifest) error {
+	h.t.Helper()
+	// The snapshot is placed and complete, and CURRENT does not name it yet.
+	if err := format.VerifyFiles(dir, m); err != nil {
+		h.t.Errorf("publish hook: placed snapshot %s: %v", dir, err)
+	}
+	if filepath.Base(dir) != m.SnapshotID || m.Dataset != dataset {
+		h.t.Errorf("publish hook: dir %s, dataset %s for manifest %s of %s", dir, dataset, m.SnapshotID, m.Dataset)
+	}
+	if id, err := format.ReadCurrent(filepath.Dir(filepath.Dir(dir))); err == nil && id == m.SnapshotID {
+		h.t.Errorf("publish hook: CURRENT already names %s", id)
+	}
+	h.calls = append(h.calls, m)
+	if h.fail {
+		return errCatalogDown
+	}
+	return nil
+}
+
+// TestPublishHook: Compact, Install of a new dataset, Install over an
+// existing one each call Options.Publish once with the placed snapshot
+// before CURRENT moves; a failing hook fails the call, leaves CURRENT,
+// the served state and the delta as they were and removes the placed
+// directory.
+func TestPublishHook(t *testing.T) {
+	home := cookHome(t)
+	h := &publishHook{t: t}
+	s, err := Open(home, &Options{Publish: h.publish, CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dsDir := s.DatasetDir("d")
+	before, _ := format.ReadCurrent(dsDir)
+	if _, err := s.Apply("d", []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: "A", Period: day("2026-11-04"), Value: 4}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Compaction, publish failing.
+	h.fail = true
+	if _, err := s.Compact("d"); !errors.Is(err, errCatalogDown) {
+		t.Fatalf("compact with a failing publish: %v, want errCatalogDown", err)
+	}
+	if len(h.calls) != 1 {
+		t.Fatalf("%d publish calls, want 1", len(h.calls))
+	}
+	failed := h.calls[0].SnapshotID
+	if id, _ := format.ReadCurrent(dsDir); id != before {
+		t.Fatalf("CURRENT %s after a failed publish, want %s", id, before)
+	}
+	if _, err := os.Stat(filepath.Join(dsDir, format.SnapshotsDir, failed)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the snapshot that failed to publish is left behind: %v", err)
+	}
+	if _, v := getAll(t, s, "A"); len(v) != 4 || v[3] != 4 {
+		t.Fatalf("A after a failed compaction: %v, want the delta's row still served", v)
+	}
+	if _, snap, seq, _ := s.State("d"); snap != before || seq != 1 {
+		t.Fatalf("state %s seq %d after a failed compaction", snap, seq)
+	}
+
+	// Compaction, publish working: the same snapshot is published, then served.
+	h.fail = false
+	m, err := s.Compact("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.calls) != 2 || h.calls[1].SnapshotID != m.SnapshotID || m.SnapshotID != failed {
+		t.Fatalf("publish calls %d (last %s), compacted %s (failed one %s)", len(h.calls), h.calls[len(h.calls)-1].SnapshotID, m.SnapshotID, failed)
+	}
+	if id, _ := format.ReadCurrent(dsDir); id != m.SnapshotID {
+		t.Fatalf("CURRENT %s, want %s", id, m.SnapshotID)
+	}
+	// Nothing pending: no snapshot, no publish.
+	if _, err := s.Compact("d"); err != nil || len(h.calls) != 2 {
+		t.Fatalf("compact with nothing pending: %v, %d calls", err, len(h.calls))
+	}
+
+	// Install of a new dataset and over an existing one.
+	write := func(name string, epoch uint64, v float64) string {
+		dir := filepath.Join(t.TempDir(), "snap")
+		tb := &format.Table{Series: []format.SeriesMeta{{ID: name + ".X", Frequency: format.Daily}}}
+		tb.Append(0, day("2026-11-01"), v)
+		if _, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: name, Epoch: epoch}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	h.fail = true
+	if _, err := s.Install("n", write("n", 1, 1)); !errors.Is(err, errCatalogDown) {
+		t.Fatalf("install of a new dataset with a failing publish: %v", err)
+	}
+	if _, err := format.ReadCurrent(s.DatasetDir("n")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("new dataset has CURRENT after a failed publish: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.DatasetDir("n"), format.SnapshotsDir)); len(ents) != 0 {
+		t.Fatalf("new dataset left %d snapshot directories", len(ents))
+	}
+	if _, err := s.Install("d", write("d", 2, 7)); !errors.Is(err, errCatalogDown) {
+		t.Fatalf("install over d with a failing publish: %v", err)
+	}
+	if _, snap, _, _ := s.State("d"); snap != m.SnapshotID {
+		t.Fatalf("d serves %s after a failed install, want %s", snap, m.SnapshotID)
+	}
+	h.fail = false
+	n := len(h.calls)
+	if _, err := s.Install("n", write("n", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := s.Install("d", write("d", 2, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.calls) != n+2 || h.calls[n+1].SnapshotID != m2.SnapshotID {
+		t.Fatalf("%d publish calls for two installs", len(h.calls)-n)
+	}
+	if _, v := getAll(t, s, "n.X"); len(v) != 1 || v[0] != 1 {
+		t.Fatalf("n.X = %v", v)
+	}
+}
