@@ -39,6 +39,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, ErrLakeUnavailable):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, localcache.ErrDamaged):
 		// Until a PUT installs a good snapshot over it. Before not found:
 		// a plain id found in no healthy dataset while one is damaged may

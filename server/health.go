@@ -21,7 +21,8 @@ const (
 	// CURRENT lost or unreadable, its snapshot or history failed to
 	// open). The others serve; a PUT of the dataset starts a clean epoch.
 	HealthDamaged HealthState = "damaged"
-	// HealthDegraded: the server serves, but a dataset is damaged.
+	// HealthDegraded: the server serves, but a dataset is damaged or the
+	// lake's catalog does not answer (no snapshot can be published).
 	HealthDegraded HealthState = "degraded"
 )
 
@@ -33,6 +34,9 @@ type DatasetHealth struct {
 	Epoch    uint64      `json:"epoch,omitempty"`
 	Snapshot string      `json:"snapshot,omitempty"`
 	Seq      uint64      `json:"seq,omitempty"`
+	// Vintage is the lake vintage the dataset serves (a lake-backed
+	// server only).
+	Vintage *VintageHealth `json:"vintage,omitempty"`
 }
 
 // Health is the answer of GET /healthz.
@@ -40,6 +44,10 @@ type Health struct {
 	State    HealthState     `json:"state"` // ok or degraded
 	Damaged  int             `json:"damaged"`
 	Datasets []DatasetHealth `json:"datasets,omitempty"` // by name
+	// Lake is the lake's catalog state (a lake-backed server only). An
+	// unreachable catalog makes the state degraded: lookups and sync
+	// serve what is mapped, PUTs and compactions fail with 503.
+	Lake *LakeHealth `json:"lake,omitempty"`
 }
 
 // Health reports the server's and every dataset's state.
@@ -50,11 +58,15 @@ func (s *Server) Health() Health {
 		if slices.ContainsFunc(damaged, func(d DatasetHealth) bool { return d.Name == hd.Dataset }) {
 			continue
 		}
-		h.Datasets = append(h.Datasets, DatasetHealth{Name: hd.Dataset, State: HealthOK, Epoch: hd.Epoch, Snapshot: hd.Snapshot, Seq: hd.Seq})
+		h.Datasets = append(h.Datasets, DatasetHealth{Name: hd.Dataset, State: HealthOK, Epoch: hd.Epoch, Snapshot: hd.Snapshot, Seq: hd.Seq,
+			Vintage: s.vintageHealth(hd.Dataset)})
 	}
 	h.Datasets = append(h.Datasets, damaged...)
 	slices.SortFunc(h.Datasets, func(a, b DatasetHealth) int { return strings.Compare(a.Name, b.Name) })
 	if h.Damaged = len(damaged); h.Damaged > 0 {
+		h.State = HealthDegraded
+	}
+	if h.Lake = s.lakeHealth(); h.Lake != nil && h.Lake.Catalog != CatalogReachable {
 		h.State = HealthDegraded
 	}
 	return h

@@ -145,7 +145,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	msg := err.Error()
 	if code == http.StatusInternalServerError {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-		msg = s.scrub(msg)
+	}
+	if code >= 500 {
+		msg = s.scrub(msg) // a lake error may name the warehouse under the home
 	}
 	httpError(w, code, msg)
 }

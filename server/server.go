@@ -10,6 +10,7 @@
 package server
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server/cook"
 	"github.com/energyscope/energyscope/server/hub"
+	"github.com/energyscope/energyscope/server/lake"
 	"github.com/energyscope/energyscope/sync/protocol"
 )
 
@@ -64,6 +66,11 @@ type Options struct {
 	// SeparateMetrics leaves /metrics out of Handler: serve
 	// MetricsHandler on a listener of its own (es serve --metrics-listen).
 	SeparateMetrics bool
+	// Lake, when set, is the server's store of record (lakeserve.go):
+	// every snapshot is published to it before it serves, and New
+	// reconciles the home with it. nil: no lake, snapshots live only in
+	// the home. The caller opens it and closes it after Close.
+	Lake *lake.Lake
 }
 
 // ConnOptions are the connection limits of HTTPServer. Zero values take
@@ -148,6 +155,22 @@ type Server struct {
 	// uploads are the upload directories in use (never swept).
 	uploads map[string]bool
 
+	// lk is the lake's side of the server (lakeserve.go).
+	lk struct {
+		sync.Mutex
+		vintages map[string]lake.Vintage // the vintage each dataset serves
+		// refused: datasets whose table head is not served, and why.
+		refused map[string]string
+		// installing: dataset -> the lake vintage's es snapshot id that
+		// installFromLake is installing (the Publish hook skips it).
+		installing map[string]string
+		pubErr     error // the last failed publish, until one succeeds
+		pubErrAt   time.Time
+	}
+	// ctx is cancelled by Close (bounds publishes and lake checks).
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -204,12 +227,20 @@ func New(o Options) (*Server, error) {
 		o.MaxBatchBytes = 60 << 20
 	}
 	o.Conn = o.Conn.withDefaults()
-	st, err := localcache.Open(o.Home, &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep})
+	s := &Server{opts: o, log: o.Logger, ds: map[string]*dataset{}, broken: map[string]string{},
+		names: map[string]*nameLock{}, uploads: map[string]bool{}, stop: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.lk.vintages, s.lk.refused, s.lk.installing = map[string]lake.Vintage{}, map[string]string{}, map[string]string{}
+	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep}
+	if o.Lake != nil {
+		lo.Publish = s.publishToLake
+	}
+	st, err := localcache.Open(o.Home, lo)
 	if err != nil {
+		s.cancel()
 		return nil, err
 	}
-	s := &Server{opts: o, store: st, log: o.Logger, ds: map[string]*dataset{}, broken: map[string]string{},
-		names: map[string]*nameLock{}, uploads: map[string]bool{}, stop: make(chan struct{})}
+	s.store = st
 	s.authOff = o.Tokens == nil || o.Tokens.Empty()
 	s.conns = newConnLimiter(o.Conn.MaxUnauthConns)
 	s.m = newMetrics(s)
@@ -230,6 +261,9 @@ func New(o Options) (*Server, error) {
 			s.broken[name] = err.Error()
 			s.mu.Unlock()
 		}
+	}
+	if o.Lake != nil {
+		s.reconcileLake()
 	}
 	s.wg.Add(1)
 	go s.background()
@@ -852,6 +886,7 @@ func (s *Server) background() {
 // Close stops the server's background work, disconnects clients and
 // closes the store.
 func (s *Server) Close() error {
+	s.cancel()
 	close(s.stop)
 	s.hub.Close()
 	s.wg.Wait()

@@ -1,0 +1,306 @@
+package server
+
+// The lake as the server's store of record (issue 12; FORMAT.md "The
+// lake", README "The lake"). With Options.Lake set:
+//
+//   - every snapshot the store puts in service (PUT, compaction by size,
+//     by time or by POST .../compact) is first published to the lake as one
+//     Iceberg commit, through the store's Publish hook
+//     (localcache.Options.Publish): after the snapshot is placed, before
+//     CURRENT moves. A failed publish fails the install (ErrLakeUnavailable,
+//     HTTP 503): the old snapshot keeps serving and the delta keeps its
+//     rows.
+//   - at New, each dataset is reconciled with its table (reconcileLake):
+//     the lake wins. A vintage the home does not serve is installed as the
+//     lake has it (its epoch, its covers); a dataset without a table is
+//     published once (the migration of a home from before the lake); a
+//     head written by another engine is refused, and the vintage below it
+//     keeps serving.
+//   - /healthz says whether the catalog answers and which vintage each
+//     dataset serves (Health.Lake, DatasetHealth.Vintage).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/iceberg-go/catalog"
+
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server/lake"
+)
+
+// ErrLakeUnavailable: a snapshot could not be published to the lake (its
+// catalog or warehouse did not answer, or the commit kept losing races).
+// Nothing changed: the old snapshot serves and the delta keeps its rows.
+// HTTP 503.
+var ErrLakeUnavailable = errors.New("lake unavailable")
+
+// lakeError is a failed publish: it matches ErrLakeUnavailable and keeps
+// the lake's error in its chain (errors.Is(err, lake.ErrConflict), ...).
+type lakeError struct {
+	dataset string
+	err     error
+}
+
+func (e *lakeError) Error() string {
+	return fmt.Sprintf("%v: publishing dataset %s to the lake failed; nothing changed, the rows are kept and the previous snapshot serves: %v", ErrLakeUnavailable, e.dataset, e.err)
+}
+func (e *lakeError) Unwrap() error        { return e.err }
+func (e *lakeError) Is(target error) bool { return target == ErrLakeUnavailable }
+
+// CatalogState says whether the lake's catalog answered the last check.
+type CatalogState string
+
+// Catalog states of LakeHealth.
+const (
+	CatalogReachable   CatalogState = "reachable"
+	CatalogUnreachable CatalogState = "unreachable"
+)
+
+// LakeHealth is the lake part of Health (nil without a lake).
+type LakeHealth struct {
+	Catalog CatalogState `json:"catalog"`
+	// Error is why the catalog is unreachable (the check's error, or the
+	// last failed publish if that came later).
+	Error string `json:"error,omitempty"`
+	// LastPublishError is the last failed publish and when, if any since
+	// the last successful one.
+	LastPublishError string     `json:"last_publish_error,omitempty"`
+	LastPublishAt    *time.Time `json:"last_publish_error_at,omitempty"`
+}
+
+// VintageHealth is the vintage a dataset serves, in Health.
+type VintageHealth struct {
+	Snapshot        string    `json:"snapshot"`
+	IcebergSnapshot int64     `json:"iceberg_snapshot"`
+	CommittedAt     time.Time `json:"committed_at"`
+	// Refused is set when the table's head is a vintage the server does
+	// not serve (another engine's commit without a serving index): why,
+	// and what to do.
+	Refused string `json:"refused,omitempty"`
+}
+
+// lakeCheckTimeout bounds the catalog check of /healthz.
+const lakeCheckTimeout = 3 * time.Second
+
+// Lake is the server's lake, nil without one.
+func (s *Server) Lake() *lake.Lake { return s.opts.Lake }
+
+// publishToLake is the store's Publish hook: the placed snapshot dir of
+// dataset becomes one Iceberg commit before CURRENT moves.
+func (s *Server) publishToLake(dataset, dir string, m *format.Manifest) error {
+	s.lk.Lock()
+	skip := s.lk.installing[dataset] == m.SnapshotID
+	s.lk.Unlock()
+	if skip {
+		return nil // the lake's own vintage, installed by installFromLake
+	}
+	start := time.Now()
+	v, err := s.opts.Lake.Publish(s.ctx, dataset, dir)
+	if err != nil {
+		s.lakeFailed(err)
+		if errors.Is(err, lake.ErrSchemaChanged) {
+			return fmt.Errorf("%w: dataset %s: %v", ErrConflict, dataset, err)
+		}
+		return &lakeError{dataset: dataset, err: err}
+	}
+	if v.Snapshot != m.SnapshotID {
+		// Publish reads the manifest from dir: this cannot happen.
+		return &lakeError{dataset: dataset, err: fmt.Errorf("the lake recorded snapshot %q for %s", v.Snapshot, m.SnapshotID)}
+	}
+	s.lk.Lock()
+	s.lk.vintages[dataset] = v
+	delete(s.lk.refused, dataset)
+	s.lk.pubErr, s.lk.pubErrAt = nil, time.Time{}
+	s.lk.Unlock()
+	s.log.Info("published to the lake", "dataset", dataset, "snapshot", v.Snapshot, "iceberg_snapshot", v.IcebergSnapshot,
+		"epoch", v.Epoch, "covers", v.CoversSeq, "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+func (s *Server) lakeFailed(err error) {
+	s.lk.Lock()
+	s.lk.pubErr, s.lk.pubErrAt = err, time.Now().UTC()
+	s.lk.Unlock()
+	s.log.Error("publish to the lake failed", "err", err)
+}
+
+// lakeHealth checks the catalog (a namespace lookup, bounded by
+// lakeCheckTimeout) and reports it with the last failed publish.
+func (s *Server) lakeHealth() *LakeHealth {
+	l := s.opts.Lake
+	if l == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, lakeCheckTimeout)
+	defer cancel()
+	h := &LakeHealth{Catalog: CatalogReachable}
+	if _, err := l.Catalog().CheckNamespaceExists(ctx, catalog.ToIdentifier(lake.Namespace)); err != nil {
+		h.Catalog, h.Error = CatalogUnreachable, s.scrub(err.Error())
+	}
+	s.lk.Lock()
+	if s.lk.pubErr != nil {
+		at := s.lk.pubErrAt
+		h.LastPublishError, h.LastPublishAt = s.scrub(s.lk.pubErr.Error()), &at
+	}
+	s.lk.Unlock()
+	return h
+}
+
+// vintageHealth is the vintage dataset serves (nil if unknown).
+func (s *Server) vintageHealth(dataset string) *VintageHealth {
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	v, ok := s.lk.vintages[dataset]
+	why := s.lk.refused[dataset]
+	if !ok && why == "" {
+		return nil
+	}
+	return &VintageHealth{Snapshot: v.Snapshot, IcebergSnapshot: v.IcebergSnapshot, CommittedAt: v.CommittedAt, Refused: why}
+}
+
+// reconcileLake makes the home serve what the lake says, dataset by
+// dataset (see the top of this file). A catalog that does not answer
+// leaves the home serving what it has: it is logged and /healthz says so.
+func (s *Server) reconcileLake() {
+	l := s.opts.Lake
+	names := map[string]bool{}
+	for _, n := range s.store.DatasetNames() {
+		names[n] = true
+	}
+	for id, err := range l.Catalog().ListTables(s.ctx, catalog.ToIdentifier(lake.Namespace)) {
+		if err != nil {
+			s.lakeFailed(fmt.Errorf("list the lake's tables: %w", err))
+			break
+		}
+		if n := catalog.TableNameFromIdent(id); format.ValidDatasetName(n) == nil {
+			names[n] = true
+		}
+	}
+	for n := range names {
+		if err := s.reconcileDataset(n); err != nil {
+			s.log.Error("dataset not reconciled with the lake; it serves what the home holds", "dataset", n, "err", err)
+			if !errors.Is(err, lake.ErrNoServingIndex) {
+				s.lakeFailed(fmt.Errorf("reconcile %s: %w", n, err))
+			}
+		}
+	}
+}
+
+// reconcileDataset reconciles one dataset with its table.
+func (s *Server) reconcileDataset(name string) error {
+	l := s.opts.Lake
+	head, err := l.Head(s.ctx, name)
+	if errors.Is(err, lake.ErrNoDataset) || errors.Is(err, lake.ErrUnknownVintage) {
+		return s.migrateToLake(name)
+	} else if err != nil {
+		return err
+	}
+	cur := head
+	if !head.Serving {
+		why := fmt.Sprintf("the head of table %s.%s (iceberg snapshot %d) was written by another engine and has no energyscope serving index; it is not served. Cook it from the table's rows with 'es cook --home HOME --from-lake --dataset %s'",
+			lake.Namespace, name, head.IcebergSnapshot, name)
+		s.log.Error("lake head refused", "dataset", name, "table", lake.Namespace+"."+name, "iceberg_snapshot", head.IcebergSnapshot, "hint", "es cook --from-lake --dataset "+name)
+		s.lk.Lock()
+		s.lk.refused[name] = why
+		s.lk.Unlock()
+		if cur, err = l.Current(s.ctx, name); err != nil {
+			return err // no vintage of the history has one: serve the home's
+		}
+	}
+	_, id, _, serr := s.store.State(name)
+	if serr == nil && id == cur.Snapshot {
+		s.lk.Lock()
+		s.lk.vintages[name] = cur
+		s.lk.Unlock()
+		return nil
+	}
+	s.log.Info("the lake holds another vintage than the home serves; installing the lake's", "dataset", name, "home", id, "lake", cur.Snapshot, "epoch", cur.Epoch)
+	return s.installFromLake(name, cur)
+}
+
+// migrateToLake publishes the snapshot a dataset serves to a lake that
+// has no table for it: once, when a home from before the lake (or a cook
+// without the lake) first starts with it.
+func (s *Server) migrateToLake(name string) error {
+	st, err := s.store.Status()
+	if err != nil {
+		return err
+	}
+	for _, d := range st {
+		if d.Name != name || d.Health != localcache.Healthy {
+			continue
+		}
+		s.log.Info("migrating the dataset into the lake: publishing the snapshot it serves (once)", "dataset", name, "snapshot", d.Manifest.SnapshotID)
+		v, err := s.opts.Lake.Publish(s.ctx, name, d.Dir)
+		if err != nil {
+			return fmt.Errorf("migrate %s into the lake: %w", name, err)
+		}
+		s.lk.Lock()
+		s.lk.vintages[name] = v
+		s.lk.Unlock()
+		return nil
+	}
+	return nil // not served here (damaged, or neither side has it)
+}
+
+// installFromLake puts vintage v of dataset name in service as the lake
+// has it (its epoch and covers), without publishing it again, and
+// announces it: companions follow.
+func (s *Server) installFromLake(name string, v lake.Vintage) error {
+	unlock := s.lockName(name)
+	defer unlock()
+	d, _ := s.dataset(name)
+	if d != nil {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+	}
+	tmp, err := s.newUploadDir()
+	if err != nil {
+		return err
+	}
+	defer s.removeUploadDir(tmp)
+	dir := filepath.Join(tmp, "snap")
+	oldEpoch, _, _, _ := s.store.State(name)
+	if _, err := s.opts.Lake.Extract(s.ctx, name, v, dir); err != nil {
+		return err
+	}
+	s.lk.Lock()
+	s.lk.installing[name] = v.Snapshot
+	s.lk.Unlock()
+	m, err := s.store.Install(name, dir)
+	s.lk.Lock()
+	delete(s.lk.installing, name)
+	s.lk.Unlock()
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		if d, err = s.openDataset(name); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		delete(s.broken, name)
+		s.mu.Unlock()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+	}
+	// As after a PUT: no catch-up crosses the installed snapshot (records
+	// at or below its covers are in it; a new epoch's subscribers start
+	// from it, so none of the old epoch's records is served).
+	forget := m.CoversThroughSeq
+	if e, _, seq, err := s.store.State(name); err == nil && e != oldEpoch {
+		forget = max(forget, seq)
+	}
+	s.resetHistoryLocked(d, forget)
+	s.refreshFilesLocked(d)
+	s.lk.Lock()
+	s.lk.vintages[name] = v
+	s.lk.Unlock()
+	s.hub.Announce(name, m, "lake")
+	return nil
+}
