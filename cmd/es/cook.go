@@ -1,15 +1,23 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/cook"
+	"github.com/energyscope/energyscope/server/lake"
 )
 
 func runCook(e *env, args []string) error {
@@ -30,6 +38,9 @@ func runCook(e *env, args []string) error {
 	fs.StringVar(&o.Source, "source", "", "source for series without one")
 	batchRows := fs.Int("batch-rows", 1<<20, "target rows per record batch of data.arrow")
 	tailRule := fs.String("tail", "", "put series in the cold tier (tail.parquet): before=DATE (last period before it), list=FILE (ids, one per line) or fraction=F (the F least recently updated)")
+	fromLake := fs.Bool("from-lake", false, "cook the dataset's lake table as it is now (its head, also another engine's commit) instead of --in files, and publish the result")
+	var lf lakeFlags
+	lf.add(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -41,8 +52,33 @@ func runCook(e *env, args []string) error {
 	if err := format.ValidDatasetName(dataset); err != nil {
 		return usageError{err}
 	}
+	// A server home (es serve made HOME/lake) publishes every cook to its
+	// lake first, as the server does; so does any home given a lake flag.
+	var lk *lake.Lake
+	if *fromLake || lf.set() || hasLake(home) {
+		if lk, err = lf.open(home, nil); err != nil {
+			return err
+		}
+		defer lk.Close()
+	}
+	if *fromLake {
+		if len(ins) > 0 {
+			return usagef("--from-lake takes no --in files")
+		}
+		tmp, err := os.MkdirTemp(home, ".from-lake-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		in, rows, err := scanLake(lk, dataset, tmp)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "read %d rows of table %s.%s (iceberg-go scan of its head)\n", rows, lake.Namespace, dataset)
+		ins = []string{in}
+	}
 	if len(ins) == 0 {
-		return usagef("at least one --in FILE is required")
+		return usagef("at least one --in FILE (or --from-lake) is required")
 	}
 	var tail *format.TailRule
 	if *tailRule != "" {
@@ -50,7 +86,7 @@ func runCook(e *env, args []string) error {
 			return usageError{err}
 		}
 	}
-	res, err := cookDatasetTail(e, home, dataset, ins, o, *batchRows, tail)
+	res, err := cookDatasetTail(e, home, lk, dataset, ins, o, *batchRows, tail)
 	if err != nil {
 		return err
 	}
@@ -73,11 +109,13 @@ type cookResult struct {
 // cookDataset reads the inputs and publishes a new snapshot of dataset
 // under home, every series hot. A full cook starts a new epoch.
 func cookDataset(e *env, home, dataset string, ins []string, o cook.InputOptions, batchRows int) (*cookResult, error) {
-	return cookDatasetTail(e, home, dataset, ins, o, batchRows, nil)
+	return cookDatasetTail(e, home, nil, dataset, ins, o, batchRows, nil)
 }
 
-// cookDatasetTail is cookDataset with a cold-tier rule (nil: none).
-func cookDatasetTail(e *env, home, dataset string, ins []string, o cook.InputOptions, batchRows int, tail *format.TailRule) (*cookResult, error) {
+// cookDatasetTail is cookDataset with a cold-tier rule (nil: none),
+// published to lk first when it is not nil (one Iceberg commit before
+// CURRENT moves; a failed publish changes nothing).
+func cookDatasetTail(e *env, home string, lk *lake.Lake, dataset string, ins []string, o cook.InputOptions, batchRows int, tail *format.TailRule) (*cookResult, error) {
 	start := time.Now()
 	var total int64
 	for _, in := range ins {
@@ -108,7 +146,18 @@ func cookDatasetTail(e *env, home, dataset string, ins []string, o cook.InputOpt
 
 	// The store's writer lock: a cook never races a running server (or
 	// companion) on its home; the server takes new epochs by PUT.
-	st, err := localcache.Open(home, &localcache.Options{CompactRows: -1, CompactBytes: -1})
+	lo := &localcache.Options{CompactRows: -1, CompactBytes: -1}
+	if lk != nil {
+		lo.Publish = func(dataset, dir string, m *format.Manifest) error {
+			v, err := lk.Publish(context.Background(), dataset, dir)
+			if err != nil {
+				return fmt.Errorf("publish to the lake (nothing changed): %w", err)
+			}
+			fmt.Fprintf(e.stderr, "published %s to the lake: iceberg snapshot %d\n", v.Snapshot, v.IcebergSnapshot)
+			return nil
+		}
+	}
+	st, err := localcache.Open(home, lo)
 	if errors.Is(err, localcache.ErrHomeLocked) {
 		return nil, fmt.Errorf("home %s is in use by a running es serve (or companion): upload to the server with PUT /v1/datasets/%s instead, or stop it first: %w", home, dataset, err)
 	} else if err != nil {
@@ -148,4 +197,95 @@ func cookDatasetTail(e *env, home, dataset string, ins []string, o cook.InputOpt
 		return nil, err
 	}
 	return &cookResult{manifest: m, stats: wst, skipped: skipped, empty: empty, elapsed: time.Since(start)}, nil
+}
+
+// scanLake reads the head of dataset's table with iceberg-go's own scan
+// (whatever engine wrote it) into an Arrow IPC file in dir that cook
+// reads like any input (columns series_id, period, value and the
+// metadata columns by name), and returns its path and row count.
+func scanLake(lk *lake.Lake, dataset, dir string) (string, int64, error) {
+	ctx := context.Background()
+	tbl, err := lk.Table(ctx, dataset)
+	if err != nil {
+		return "", 0, err
+	}
+	if tbl.CurrentSnapshot() == nil {
+		return "", 0, fmt.Errorf("table %s.%s has no snapshot: nothing to cook", lake.Namespace, dataset)
+	}
+	sc, recs, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		return "", 0, fmt.Errorf("scan table %s.%s: %w", lake.Namespace, dataset, err)
+	}
+	// Strings as plain utf8 (the scan may give large or view strings).
+	fields := make([]arrow.Field, len(sc.Fields()))
+	for i, f := range sc.Fields() {
+		fields[i] = arrow.Field{Name: f.Name, Type: f.Type, Nullable: true}
+		switch f.Type.ID() {
+		case arrow.LARGE_STRING, arrow.STRING_VIEW:
+			fields[i].Type = arrow.BinaryTypes.String
+		}
+	}
+	out := arrow.NewSchema(fields, nil)
+	path := filepath.Join(dir, "lake.arrow")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(out))
+	if err != nil {
+		return "", 0, err
+	}
+	var rows int64
+	for rec, err := range recs {
+		if err != nil {
+			w.Close()
+			return "", 0, fmt.Errorf("scan table %s.%s: %w", lake.Namespace, dataset, err)
+		}
+		cols := make([]arrow.Array, rec.NumCols())
+		for i := range cols {
+			cols[i] = plainStrings(rec.Column(i), fields[i].Type)
+		}
+		r := array.NewRecordBatch(out, cols, rec.NumRows())
+		err := w.Write(r)
+		r.Release()
+		for _, c := range cols {
+			c.Release()
+		}
+		rows += rec.NumRows()
+		rec.Release()
+		if err != nil {
+			w.Close()
+			return "", 0, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return "", 0, err
+	}
+	return path, rows, f.Close()
+}
+
+// plainStrings returns a (a new reference), as utf8 when want is utf8 and
+// a holds large or view strings.
+func plainStrings(a arrow.Array, want arrow.DataType) arrow.Array {
+	type stringer interface {
+		Value(int) string
+		IsNull(int) bool
+		Len() int
+	}
+	s, ok := a.(stringer)
+	if !ok || arrow.TypeEqual(a.DataType(), want) {
+		a.Retain()
+		return a
+	}
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	for i := range s.Len() {
+		if s.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(s.Value(i))
+		}
+	}
+	return b.NewArray()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/energyscope/energyscope/server/cook"
 	"github.com/energyscope/energyscope/server/cook/samples"
 	"github.com/energyscope/energyscope/server/cook/synth"
+	"github.com/energyscope/energyscope/server/lake"
 	"github.com/energyscope/energyscope/sync/client"
 )
 
@@ -88,7 +89,7 @@ func runDemo(e *env, args []string) error {
 		return err
 	}
 	defer stopServer()
-	fmt.Fprintf(out, "\nserver listening on %s\n", srvURL)
+	fmt.Fprintf(out, "\nserver listening on %s; its lake (one Iceberg table per dataset) is in %s\n", srvURL, filepath.Join(serverHome, lake.Dir))
 	st, err := localcache.Open(companionHome, &localcache.Options{CompactRows: -1, CompactBytes: -1})
 	if err != nil {
 		return err

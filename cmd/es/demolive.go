@@ -14,6 +14,7 @@ import (
 
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/server"
+	"github.com/energyscope/energyscope/server/lake"
 )
 
 // demoServer starts a server on a free loopback port with a write and a
@@ -29,8 +30,15 @@ func demoServer(home string) (url, writeTok, readTok string, stop func(), err er
 	if readTok, err = tokens.Add("demo-companion", server.ScopeRead); err != nil {
 		return "", "", "", nil, err
 	}
-	srv, err := server.New(server.Options{Home: home, Tokens: tokens})
+	// The server's lake, as es serve opens it: the datasets cooked above
+	// are published into it once (the migration of a home without one).
+	lk, err := lake.Open(context.Background(), lake.DefaultOptions(home))
 	if err != nil {
+		return "", "", "", nil, err
+	}
+	srv, err := server.New(server.Options{Home: home, Tokens: tokens, Lake: lk})
+	if err != nil {
+		lk.Close()
 		return "", "", "", nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -46,6 +54,7 @@ func demoServer(home string) (url, writeTok, readTok string, stop func(), err er
 		srv.Hub().Close()
 		hs.Shutdown(ctx)
 		srv.Close()
+		lk.Close()
 	}
 	return "http://" + ln.Addr().String(), writeTok, readTok, stop, nil
 }

@@ -39,6 +39,8 @@ func runServe(e *env, args []string) error {
 	fs.Int64Var(&conn.MinBodyRate, "min-body-rate", 32<<10, "bytes per second a request body must average after --body-grace")
 	fs.DurationVar(&conn.FileChunkTimeout, "file-chunk-timeout", 60*time.Second, "each 256 KiB of a snapshot file download (/v1/files) must be written within this time, else it is cut")
 	fs.IntVar(&conn.MaxUnauthConns, "max-unauth-conns", 256, "open connections without a passed token check; over it the oldest is closed")
+	var lf lakeFlags
+	lf.add(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -58,8 +60,13 @@ func runServe(e *env, args []string) error {
 		}
 	}
 	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
+	lk, err := lf.open(home, log)
+	if err != nil {
+		return err
+	}
+	defer lk.Close()
 	srv, err := server.New(server.Options{Home: home, Logger: log, Tokens: tokens, CompactRows: *compactRows, CompactAt: compactAt, Keep: *keep,
-		Conn: conn, SeparateMetrics: metricsListen != ""})
+		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk})
 	if err != nil {
 		return err
 	}
@@ -105,7 +112,7 @@ func runServe(e *env, args []string) error {
 	if certFile != "" {
 		scheme = "https"
 	}
-	log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "home", home, "datasets", srv.Store().DatasetNames())
+	log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "home", home, "datasets", srv.Store().DatasetNames(), "lake", lk.Warehouse())
 	fmt.Fprintf(e.stdout, "listening on %s://%s\n", scheme, ln.Addr())
 	if certFile != "" {
 		err = hs.ServeTLS(srv.LimitListener(ln), certFile, keyFile)

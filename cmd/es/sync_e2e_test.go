@@ -46,7 +46,13 @@ const e2eChildEnv = "ES_E2E_CHILD"
 
 func init() {
 	if os.Getenv(e2eChildEnv) == "1" {
-		os.Exit(run(&env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
+		// Not on the init goroutine: the runtime locks it to its OS thread
+		// during init, and a coroutine (iter.Pull, which iceberg-go's
+		// writer uses when a lake publishes) created there and resumed from
+		// another goroutine is a fatal error.
+		code := make(chan int)
+		go func() { code <- run(&env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]) }()
+		os.Exit(<-code)
 	}
 }
 

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/energyscope/energyscope/server/lake"
+)
+
+// lakeFlags are the flags that place a server home's lake (README, "The
+// lake"): by default an embedded SQLite catalog at HOME/lake/catalog.db
+// and a warehouse at HOME/lake/warehouse.
+type lakeFlags struct {
+	catalog, warehouse, s3Endpoint string
+}
+
+func (f *lakeFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.catalog, "catalog", "", "Iceberg catalog of the lake: empty = embedded SQLite at HOME/lake/catalog.db; postgres://... (several servers), http(s)://... (REST) or sqlite:PATH")
+	fs.StringVar(&f.warehouse, "warehouse", "", "where the lake's data and serving files go: file:///PATH or an absolute path (default HOME/lake/warehouse)")
+	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// --warehouse (credentials from the usual AWS variables)")
+}
+
+// set reports whether a lake flag was given.
+func (f *lakeFlags) set() bool { return f.catalog != "" || f.warehouse != "" || f.s3Endpoint != "" }
+
+func (f *lakeFlags) options(home string) (lake.Options, error) {
+	o := lake.DefaultOptions(home)
+	o.CatalogURI, o.Warehouse = f.catalog, f.warehouse
+	if f.s3Endpoint != "" {
+		return o, usagef("--s3-endpoint: this build's lake does not support s3:// warehouses yet")
+	}
+	if err := o.Validate(); err != nil {
+		return o, usageError{err}
+	}
+	return o, nil
+}
+
+// open opens (creating if needed) home's lake.
+func (f *lakeFlags) open(home string, log *slog.Logger) (*lake.Lake, error) {
+	o, err := f.options(home)
+	if err != nil {
+		return nil, err
+	}
+	o.Logger = log
+	l, err := lake.Open(context.Background(), o)
+	if err != nil {
+		return nil, fmt.Errorf("open the lake (catalog %q, warehouse %q): %w", orDefault(f.catalog, filepath.Join(home, lake.Dir, lake.CatalogFile)), orDefault(f.warehouse, filepath.Join(home, lake.Dir, lake.WarehouseDir)), err)
+	}
+	return l, nil
+}
+
+// hasLake reports whether home is a server home with a lake (es serve
+// made HOME/lake).
+func hasLake(home string) bool {
+	_, err := os.Stat(filepath.Join(home, lake.Dir))
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
