@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -53,7 +52,7 @@ func TestPublishHook(t *testing.T) {
 	defer s.Close()
 	dsDir := s.DatasetDir("d")
 	before, _ := format.ReadCurrent(dsDir)
-	if _, err := s.Apply("d", []delta.Record{{Seq: 1, Op: delta.Upsert, SeriesID: "A", Period: day("2026-11-04"), Value: 4}}); err != nil {
+	if _, err := s.Apply("d", []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "A", Period: day("2026-11-04"), Value: 4}}); err != nil {
 		t.Fatal(err)
 	}
 
