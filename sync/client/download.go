@@ -15,9 +15,9 @@ import (
 type dlAcct struct {
 	start     time.Time
 	sessions  int
-	fetched   int64 // chunk bytes received and written (refetches included)
-	resumed   int64 // verified bytes found on disk when this process started the download
-	refetched int64 // chunks discarded for a hash mismatch
+	fetched   int64      // chunk bytes received and written (refetches included)
+	resumed   int64      // verified bytes found on disk when this process started the download
+	refetched []ChunkRef // chunks discarded for a hash mismatch, in order
 }
 
 // download is a snapshot being fetched, one file at a time, into the
@@ -146,7 +146,7 @@ func (s *session) onChunk(c *protocol.Chunk) error {
 		// Corrupt in transit: the stage dropped the chunk; fetch it again.
 		ci := ce.Offset / format.ChunkSize
 		s.e.Stats.ChunksRefetched.Add(1)
-		d.acct.refetched++
+		d.acct.refetched = append(d.acct.refetched, ChunkRef{File: fi.Name, Chunk: int(ci)})
 		s.e.log.Warn("chunk hash mismatch; refetching", "file", fi.Name, "chunk", ci)
 		d.retries++
 		if d.retries > 20 {
@@ -208,7 +208,7 @@ func (s *session) finishDownload(d *download) error {
 	delete(s.e.acct, d.man.SnapshotID)
 	dm := DownloadMetrics{
 		Dataset: ds, Snapshot: d.man.SnapshotID, Bytes: total,
-		Fetched: a.fetched, Resumed: a.resumed, RefetchedChunks: a.refetched, Sessions: a.sessions,
+		Fetched: a.fetched, Resumed: a.resumed, RefetchedChunks: int64(len(a.refetched)), Refetched: a.refetched, Sessions: a.sessions,
 		Duration: time.Since(a.start), Completed: time.Now(),
 	}
 	s.e.recordDownload(dm)
@@ -221,6 +221,7 @@ func (s *session) finishDownload(d *download) error {
 		return fmt.Errorf("install %s: %w", ds, err)
 	}
 	s.e.log.Info("installed downloaded snapshot", "dataset", ds, "snapshot", d.man.SnapshotID)
+	s.e.recordRebase(RebaseMetrics{Dataset: ds, Snapshot: d.man.SnapshotID, At: time.Now()})
 	delete(s.healing, ds)
 	s.markCurrent(ds)
 	s.caughtUp[ds] = false

@@ -110,12 +110,13 @@ type Engine struct {
 	sink Sink
 	log  *slog.Logger
 
-	mu        sync.Mutex // guards prog, dsProg, listen, conn, downloads
+	mu        sync.Mutex // guards prog, dsProg, listen, conn, downloads, rebases
 	prog      Progress
 	dsProg    map[string]*DatasetProgress
 	listen    []func(Progress)
 	conn      *websocket.Conn
 	downloads []DownloadMetrics // completed, oldest first (Metrics)
+	rebases   []RebaseMetrics   // oldest first (Metrics)
 	attempts  int
 
 	paused   atomic.Bool

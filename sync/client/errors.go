@@ -26,6 +26,21 @@ var (
 // client speaks (a version 1 server, say); the error names both.
 var ErrProtocolVersion = errors.New("no common protocol version with the server")
 
+// MalformedError: the server sent a control message (Frame false) or a
+// binary frame (Frame true) that this client refuses; nothing of it is
+// applied, the connection ends and is made again later. Err is the
+// decoder's error (it wraps protocol.ErrMalformed and, where one applies,
+// protocol.ErrUnknownType, protocol.ErrUnknownFrame, format.ErrBadRecord
+// or the JSON error); the message is Err's.
+type MalformedError struct {
+	Frame bool
+	Err   error
+}
+
+func (e *MalformedError) Error() string { return e.Err.Error() }
+
+func (e *MalformedError) Unwrap() error { return e.Err }
+
 // ApplyError is a dataset whose records could not be made durable
 // locally (a full or read-only disk, a failed fsync). It is not a
 // connection failure: the session stays up and the other datasets stay

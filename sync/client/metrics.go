@@ -34,6 +34,26 @@ type Metrics struct {
 	// Downloads are the snapshot downloads this process completed, oldest
 	// first (at most the last maxDownloadMetrics).
 	Downloads []DownloadMetrics
+	// Rebases are the snapshots the engine moved datasets to, oldest first
+	// (at most the last maxDownloadMetrics): matched by local compaction
+	// or downloaded (whose accounting is in Downloads).
+	Rebases []RebaseMetrics
+}
+
+// RebaseMetrics is one dataset moved to a snapshot of the server's.
+type RebaseMetrics struct {
+	Dataset  string
+	Snapshot string
+	// Local: the engine compacted its own records and every file's
+	// SHA-256 equalled the server's; else it downloaded the snapshot.
+	Local bool
+	At    time.Time
+}
+
+// ChunkRef names a 4 MiB chunk of a snapshot file.
+type ChunkRef struct {
+	File  string
+	Chunk int // index in the file: the chunk starts at Chunk*format.ChunkSize
 }
 
 // DownloadMetrics is the accounting of one completed snapshot download,
@@ -50,9 +70,11 @@ type DownloadMetrics struct {
 	Fetched         int64
 	Resumed         int64
 	RefetchedChunks int64 // chunks discarded for a hash mismatch
-	Sessions        int   // connections the download took
-	Duration        time.Duration
-	Completed       time.Time
+	// Refetched names them, in order (a download gives up after 20).
+	Refetched []ChunkRef
+	Sessions  int // connections the download took
+	Duration  time.Duration
+	Completed time.Time
 }
 
 // maxDownloadMetrics bounds Metrics.Downloads.
@@ -84,6 +106,7 @@ func (e *Engine) Metrics() Metrics {
 	}
 	e.mu.Lock()
 	m.Downloads = append([]DownloadMetrics(nil), e.downloads...)
+	m.Rebases = append([]RebaseMetrics(nil), e.rebases...)
 	e.mu.Unlock()
 	return m
 }
@@ -107,4 +130,14 @@ func (e *Engine) recordDownload(d DownloadMetrics) {
 		e.downloads = append(e.downloads[:0], e.downloads[1:]...)
 	}
 	e.downloads = append(e.downloads, d)
+}
+
+// recordRebase keeps a rebase for Metrics.
+func (e *Engine) recordRebase(r RebaseMetrics) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.rebases) == maxDownloadMetrics {
+		e.rebases = append(e.rebases[:0], e.rebases[1:]...)
+	}
+	e.rebases = append(e.rebases, r)
 }

@@ -74,6 +74,7 @@ func (s *session) onSnapshot(m *protocol.Message) error {
 		if err == nil && sameFiles(local, man) {
 			e.Stats.LocalRebases.Add(1)
 			e.log.Info("rebased by local compaction: SHA-256 of every file equals the server's", "dataset", ds, "snapshot", man.SnapshotID)
+			e.recordRebase(RebaseMetrics{Dataset: ds, Snapshot: man.SnapshotID, Local: true, At: time.Now()})
 			s.markCurrent(ds)
 			return s.resubscribe(ds)
 		}

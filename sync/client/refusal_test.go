@@ -2,10 +2,13 @@ package client_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,10 +110,20 @@ func newFakeServer(t *testing.T, misbehave func(ws *websocket.Conn, hello *proto
 
 // TestMalformedFromServerKeepsServing: a server that sends malformed
 // control messages, unknown frame kinds, invalid deltas, oversize frames
-// or a protocol version the client does not speak is refused (the reason
-// logged), the client reconnects later, and the local data keeps serving
-// all along.
+// or a protocol version the client does not speak is refused (the
+// engine's error says which, as a type), the client reconnects later, and
+// the local data keeps serving all along.
 func TestMalformedFromServerKeepsServing(t *testing.T) {
+	// message and frame: a control message or a binary frame refused as
+	// malformed.
+	message := func(err error) bool {
+		var me *client.MalformedError
+		return errors.As(err, &me) && !me.Frame && errors.Is(err, protocol.ErrMalformed)
+	}
+	frame := func(err error) bool {
+		var me *client.MalformedError
+		return errors.As(err, &me) && me.Frame && errors.Is(err, protocol.ErrMalformed)
+	}
 	st, _, _ := syncedStore(t)
 	_, snap, seq, err := st.State("stocks")
 	if err != nil {
@@ -120,39 +133,53 @@ func TestMalformedFromServerKeepsServing(t *testing.T) {
 		return (&protocol.Message{Type: protocol.TWelcome, Version: version, Heads: []protocol.Head{{Dataset: "stocks", Epoch: 1, Snapshot: snap, Seq: seq}}}).Encode()
 	}
 	for _, tc := range []struct {
-		name   string
-		send   func(ws *websocket.Conn)
-		logged string // in the client's log
+		name    string
+		send    func(ws *websocket.Conn)
+		refused func(err error) bool // the session's error (Progress.Err)
 	}{
 		{"not json", func(ws *websocket.Conn) {
 			ws.WriteMessage(websocket.TextMessage, protocol.SealControl([]byte(`{"type":"welcome","heads":[{"dataset":"st}`)))
-		}, "refusing malformed message from server"},
+		}, func(err error) bool {
+			var syn *json.SyntaxError
+			return message(err) && errors.As(err, &syn)
+		}},
 		{"unknown type", func(ws *websocket.Conn) {
 			ws.WriteMessage(websocket.TextMessage, protocol.SealControl([]byte(`{"type":"surprise"}`)))
-		}, `unknown type \"surprise\"`},
+		}, func(err error) bool { return message(err) && errors.Is(err, protocol.ErrUnknownType) }},
 		{"unknown frame kind", func(ws *websocket.Conn) {
 			ws.WriteMessage(websocket.TextMessage, welcome(protocol.VersionMax))
 			ws.WriteMessage(websocket.BinaryMessage, []byte{9, 1, 2, 3})
-		}, "refusing malformed frame from server"},
+		}, func(err error) bool { return frame(err) && errors.Is(err, protocol.ErrUnknownFrame) }},
 		{"deltas out of order", func(ws *websocket.Conn) {
 			ws.WriteMessage(websocket.TextMessage, welcome(protocol.VersionMax))
 			recs := []format.Record{row("T", 1, 1), row("T", 2, 2)}
 			recs[0].Seq, recs[1].Seq = seq+2, seq+1
 			ws.WriteMessage(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: "stocks", Records: recs}))
-		}, "refusing malformed frame from server"},
+		}, func(err error) bool { return frame(err) && errors.Is(err, format.ErrBadRecord) }},
 		{"oversize frame", func(ws *websocket.Conn) {
 			ws.WriteMessage(websocket.TextMessage, welcome(protocol.VersionMax))
 			ws.WriteMessage(websocket.BinaryMessage, append([]byte{protocol.KindChunk}, bytes.Repeat([]byte{0}, protocol.MaxFrame)...))
-		}, "read limit exceeded"},
+		}, func(err error) bool { return errors.Is(err, websocket.ErrReadLimit) }},
 		{"unknown protocol version", func(ws *websocket.Conn) {
 			ws.WriteMessage(websocket.TextMessage, welcome(protocol.VersionMax+1))
-		}, "refusing welcome: protocol version not spoken here"},
+		}, func(err error) bool { return errors.Is(err, client.ErrProtocolVersion) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeServer(t, func(ws *websocket.Conn, _ *protocol.Message) { tc.send(ws) })
 			c := startComp(t, st, nil, client.Options{Server: f.hs.URL, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+			var mu sync.Mutex
+			var errs []error // each session's error, as the engine reports it
+			c.eng.OnProgress(func(p client.Progress) {
+				mu.Lock()
+				defer mu.Unlock()
+				if p.Err != nil && (len(errs) == 0 || errs[len(errs)-1] != p.Err) {
+					errs = append(errs, p.Err)
+				}
+			})
 			waitFor(t, 20*time.Second, "the client to refuse and reconnect", func() bool {
-				return f.conns.Load() >= 2 && c.log.count(tc.logged) >= 1
+				mu.Lock()
+				defer mu.Unlock()
+				return f.conns.Load() >= 2 && slices.ContainsFunc(errs, tc.refused)
 			})
 			stillServing(t, st)
 			if _, s2, q2, _ := st.State("stocks"); s2 != snap || q2 != seq {

@@ -258,7 +258,7 @@ func (s *session) run() (bool, error) {
 		if err != nil {
 			e.Stats.Malformed.Add(1)
 			e.log.Warn("refusing malformed message from server", "err", err)
-			return s.live, err
+			return s.live, &MalformedError{Err: err}
 		}
 		switch m.Type {
 		case protocol.TWelcome:
@@ -397,7 +397,7 @@ func (s *session) onBinary(b []byte) error {
 	if err != nil {
 		s.e.Stats.Malformed.Add(1)
 		s.e.log.Warn("refusing malformed frame from server", "err", err)
-		return err
+		return &MalformedError{Frame: true, Err: err}
 	}
 	switch f := v.(type) {
 	case *protocol.DeltaFrame:

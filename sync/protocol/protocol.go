@@ -176,6 +176,14 @@ type Message struct {
 // ErrMalformed wraps every decoding failure.
 var ErrMalformed = errors.New("malformed message")
 
+// ErrUnknownType: a control message of a type this version does not know
+// (wrapped together with ErrMalformed; the error names the type).
+var ErrUnknownType = errors.New("unknown type")
+
+// ErrUnknownFrame: a binary frame of a kind this version does not know
+// (wrapped together with ErrMalformed).
+var ErrUnknownFrame = errors.New("unknown binary frame kind")
+
 // ErrTooManySubs: a hello or subscribe with more than MaxSubs entries
 // (wrapped together with ErrMalformed).
 var ErrTooManySubs = errors.New("too many subscriptions in one message")
@@ -277,7 +285,7 @@ func DecodeUnverified(b []byte) (*Message, error) {
 	}
 	var m Message
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	bad := func(format string, args ...any) (*Message, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrMalformed, m.Type, fmt.Sprintf(format, args...))
@@ -343,7 +351,7 @@ func DecodeUnverified(b []byte) (*Message, error) {
 		}
 	case TPing, TWelcome, TCatchupBegin, TCatchupEnd, THeartbeat, TReset, TError, TFileEnd:
 	default:
-		return nil, fmt.Errorf("%w: unknown type %q", ErrMalformed, m.Type)
+		return nil, fmt.Errorf("%w: %w %q", ErrMalformed, ErrUnknownType, m.Type)
 	}
 	return &m, nil
 }
@@ -462,11 +470,11 @@ func DecodeBinary(b []byte) (any, error) {
 			return nil, fmt.Errorf("%w: empty delta", ErrMalformed)
 		}
 		if err := format.ValidateRecords(recs); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		return &DeltaFrame{Dataset: name, Records: recs}, nil
 	}
-	return nil, fmt.Errorf("%w: unknown binary frame kind %d", ErrMalformed, b[0])
+	return nil, fmt.Errorf("%w: %w %d", ErrMalformed, ErrUnknownFrame, b[0])
 }
 
 // SplitRecords cuts records into groups whose encoded records (the sum
