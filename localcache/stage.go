@@ -50,6 +50,10 @@ type Stage struct {
 	whole hash.Hash
 	mark  []byte    // whole's state at the start of the current chunk
 	chunk hash.Hash // SHA-256 of the current chunk's bytes so far
+
+	// commit, when set, keeps the staged files somewhere other than the
+	// store (a vintage: VintageCache.Stage) instead of installing them.
+	commit func(dir string) error
 }
 
 // stagingDir is where a download of snapshot id for dataset is assembled,
@@ -247,6 +251,13 @@ func (st *Stage) Commit() (*format.Manifest, error) {
 	}
 	if err := fileutil.WriteFile(filepath.Join(st.dir, format.ManifestFile), append(b, '\n'), 0o644); err != nil {
 		return nil, err
+	}
+	if st.commit != nil {
+		if err := st.commit(st.dir); err != nil {
+			os.RemoveAll(st.dir)
+			return nil, err
+		}
+		return st.m, nil
 	}
 	m, err := st.s.Install(st.dataset, st.dir)
 	if err != nil {
