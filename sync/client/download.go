@@ -28,6 +28,9 @@ type download struct {
 	st      Stage
 	base    int64 // bytes of earlier files, for progress
 	retries int
+	// vintage is set for a vintage's files (vintage.go), which go to the
+	// caller's directory instead of the store.
+	vintage *vintageDownload
 }
 
 func (s *session) startDownload(man *format.Manifest) error {
@@ -197,6 +200,9 @@ func (s *session) closeDownloads() {
 // finishDownload writes the manifest and hands the directory to the sink,
 // then subscribes for the deltas after it.
 func (s *session) finishDownload(d *download) error {
+	if d.vintage != nil {
+		return s.finishVintage(d)
+	}
 	ds := d.man.Dataset
 	delete(s.dl, ds)
 	s.progressed()

@@ -119,6 +119,8 @@ type Engine struct {
 	rebases   []RebaseMetrics   // oldest first (Metrics)
 	attempts  int
 
+	vint vintageState // vintage and revisions requests (vintage.go)
+
 	paused   atomic.Bool
 	resumeCh chan struct{}
 

@@ -64,6 +64,7 @@ func (e *Engine) session(ctx context.Context) (live bool, err error) {
 		e.conn = nil
 		e.mu.Unlock()
 	}()
+	defer e.vint.ended(s)
 	go s.watchdog()
 	stop := context.AfterFunc(ctx, func() { ws.Close() })
 	defer stop()
@@ -268,6 +269,7 @@ func (s *session) run() (bool, error) {
 				return s.live, fmt.Errorf("%w: server chose protocol version %d; this client speaks %d..%d", ErrProtocolVersion, m.Version, protocol.VersionMin, protocol.VersionMax)
 			}
 			s.onHeads(m.Heads)
+			e.vint.welcomed(s, m.Version, m.Heads)
 			e.update(func(p *Progress, _ func(string) *DatasetProgress) { p.Online = true; p.LastError, p.Err = "", nil })
 			s.healDamaged(m.Heads)
 			// Datasets the server has that we want but did not hold.
@@ -325,8 +327,17 @@ func (s *session) run() (bool, error) {
 			if err := s.onReset(m); err != nil {
 				return s.live, err
 			}
+		case protocol.TVintage, protocol.TRevisions:
+			s.onRequestAnswer(m)
 		case protocol.TError:
+			if m.Req != 0 {
+				s.onRequestAnswer(m) // a vintage or revisions request failed
+				break
+			}
 			e.log.Warn("server error", "dataset", m.Dataset, "reason", m.Reason)
+			if m.File != "" && s.vintageFetchFailed(m) {
+				break
+			}
 			if m.File != "" {
 				return s.live, fmt.Errorf("server: %s", m.Reason)
 			}
@@ -369,6 +380,7 @@ func (s *session) subscribe(subs []protocol.Sub) {
 }
 
 func (s *session) onHeads(heads []protocol.Head) {
+	s.e.vint.setHeads(heads)
 	s.e.update(func(_ *Progress, ds func(string) *DatasetProgress) {
 		for _, h := range heads {
 			if !s.want(h.Dataset) {
