@@ -67,6 +67,7 @@ type Companion struct {
 	cfg    Config
 	log    *slog.Logger
 	store  *localcache.Store
+	vint   *vintages      // as-of reads and revisions (vintages.go)
 	bridge *bridge.Server // nil when the bridge could not start (BridgeOptional)
 	brErr  error
 
@@ -106,7 +107,13 @@ func Start(cfg Config) (*Companion, error) {
 	if err != nil {
 		return nil, err
 	}
+	vc, err := localcache.OpenVintageCache(cfg.Home, &localcache.VintageCacheOptions{Logger: log})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	c := &Companion{cfg: cfg, log: log, store: st}
+	c.vint = newVintages(c, vc)
 	o := bridge.DefaultOptions(cfg.Home)
 	o.Port = cfg.Port
 	o.AllowOrigins = cfg.AllowOrigins
@@ -116,7 +123,7 @@ func Start(cfg Config) (*Companion, error) {
 	o.Status = storeStatus{c}
 	o.Logger = log
 	o.Changes = wiring.Changes{Store: st}
-	srv, err := bridge.Start(wiring.Source{Store: st}, o)
+	srv, err := bridge.Start(source{Source: wiring.Source{Store: st}, v: c.vint}, o)
 	switch {
 	case err == nil:
 		c.bridge = srv
@@ -124,6 +131,7 @@ func Start(cfg Config) (*Companion, error) {
 		c.brErr = err
 		log.Warn("bridge not started; Excel cannot reach this companion", "err", err)
 	default:
+		vc.Close()
 		st.Close()
 		return nil, err
 	}
@@ -241,7 +249,7 @@ func (c *Companion) Close(ctx context.Context) error {
 	if c.bridge != nil {
 		err = c.bridge.Shutdown(ctx)
 	}
-	return errors.Join(err, c.store.Close())
+	return errors.Join(err, c.vint.cache.Close(), c.store.Close())
 }
 
 // storeStatus shows the store's datasets on the bridge's /v1/status, with
