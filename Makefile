@@ -41,6 +41,7 @@ FUZZ_TARGETS = \
 	./localcache/format:FuzzParseManifest \
 	./localcache/format:FuzzOpenIndex \
 	./localcache/format:FuzzOpenHash \
+	./localcache/format:FuzzOpenHot \
 	./localcache/format:FuzzOpenData \
 	./localcache/format:FuzzOpenTail \
 	./localcache/delta:FuzzDecodeBatch \

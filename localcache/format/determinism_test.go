@@ -126,13 +126,22 @@ type golden struct {
 // versions and must be deliberate: rerun with -update and bump the format
 // version if readers are affected.
 func TestGoldenCook(t *testing.T) {
+	// Format version 1 is still written byte for byte as before version 2
+	// (a companion can reproduce a version 1 server's snapshot).
 	for _, c := range []struct {
-		file   string
-		hourly bool
-	}{{"golden_date32.json", false}, {"golden_timestamp.json", true}} {
+		file    string
+		hourly  bool
+		version int
+	}{
+		{"golden_date32.json", false, 1}, {"golden_timestamp.json", true, 1},
+		{"golden_v2_date32.json", false, 2}, {"golden_v2_timestamp.json", true, 2},
+	} {
 		t.Run(c.file, func(t *testing.T) {
 			tb := goldenTable(c.hourly)
-			_, m := writeSnap(t, tb, WriteOptions{Epoch: 1, BatchRows: 64})
+			_, m := writeSnap(t, tb, WriteOptions{Epoch: 1, BatchRows: 64, Version: c.version})
+			if m.Version != c.version {
+				t.Fatalf("manifest version %d, want %d", m.Version, c.version)
+			}
 			got := golden{SnapshotID: m.SnapshotID, Files: map[string]string{}}
 			for _, f := range m.Files {
 				got.Files[f.Name] = f.SHA256

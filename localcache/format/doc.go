@@ -34,6 +34,9 @@
 //     snapshot directory against its manifest).
 //   - hash.go: index.hash, the open-addressing slot table (HashID,
 //     OpenHash, Hash.Lookup).
+//   - hot.go: index.hash version 2's batch table and hot records
+//     (HotIndex: OpenHot, Lookup, Record, Slice), the one lookup path of
+//     both format versions (version 1's records are built at open).
 //   - read.go: OpenIndex and OpenData: index.arrow and data.arrow read in
 //     place from mapped bytes (Index, Data, Batch).
 //   - footer.go: the bounds check of an Arrow IPC footer before arrow-go
@@ -61,6 +64,8 @@
 // (localcache/delta), knows no home, no LOCK and no store
 // (localcache), and parses no source file (server/cook). It owns the
 // record codec so that sync/protocol needs no package but this one. It
-// imports the standard library, arrow-go and two internal leaves: internal/calendar
-// (where a period starts) and internal/fileutil (durable writes).
+// imports the standard library, arrow-go and three internal leaves: internal/calendar
+// (where a period starts), internal/fileutil (durable writes) and
+// localcache/internal/mmap (the writer maps the files it has just written
+// to derive index.hash's records from them).
 package format

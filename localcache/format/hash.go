@@ -8,7 +8,7 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// index.hash layout (little-endian):
+// index.hash layout, version 1 (little-endian):
 //
 //	0   [8]byte  magic "ESHASH\x00\x01"
 //	8   uint32   version (1)
@@ -18,6 +18,9 @@ import (
 //	24  uint32   reserved (0)
 //	28  uint32   CRC-32C of bytes 0..28
 //	32  [slots]uint64 slot table
+//
+// Version 2 (hot.go) has a 64-byte header, the same slot table at 64, then
+// the batch table and the hot records.
 //
 // A slot is 0 when empty, otherwise (hi32(xxh3(id)) << 32) | (row + 1).
 // Probing is linear from xxh3(id) & (slots-1). The load factor is <= 0.5,
@@ -36,17 +39,32 @@ func HashID(id string) uint64 { return xxh3.HashString(id) }
 // buildHash builds the slot table for ids (sorted, unique), row i = ids[i].
 func buildHash(ids []string) []byte {
 	n := len(ids)
+	log2 := slotLog2(n)
+	buf := make([]byte, hashHeaderSize+8*(uint64(1)<<log2))
+	fillSlots(buf[hashHeaderSize:], ids)
+	copy(buf, hashMagic)
+	binary.LittleEndian.PutUint32(buf[8:], hashVersion)
+	binary.LittleEndian.PutUint32(buf[12:], log2)
+	binary.LittleEndian.PutUint32(buf[16:], uint32(n))
+	binary.LittleEndian.PutUint32(buf[20:], crc32.Checksum(buf[hashHeaderSize:], castagnoli))
+	binary.LittleEndian.PutUint32(buf[28:], crc32.Checksum(buf[:28], castagnoli))
+	return buf
+}
+
+// slotLog2 is the log2 of the slot count for n series: load <= 0.5, at
+// least 16 slots.
+func slotLog2(n int) uint32 {
 	log2 := uint32(bits.Len(uint(2*n - 1)))
 	if n == 0 {
 		log2 = 1
 	}
-	if log2 < 4 {
-		log2 = 4
-	}
-	slots := uint64(1) << log2
-	mask := slots - 1
-	buf := make([]byte, hashHeaderSize+8*slots)
-	table := buf[hashHeaderSize:]
+	return max(log2, 4)
+}
+
+// fillSlots fills the slot table (zeroed, a power of two of 8-byte
+// slots) for ids, row i = ids[i].
+func fillSlots(table []byte, ids []string) {
+	mask := uint64(len(table)/8) - 1
 	for row, id := range ids {
 		h := HashID(id)
 		entry := (h>>32)<<32 | uint64(row+1)
@@ -57,26 +75,23 @@ func buildHash(ids []string) []byte {
 			}
 		}
 	}
-	copy(buf, hashMagic)
-	binary.LittleEndian.PutUint32(buf[8:], hashVersion)
-	binary.LittleEndian.PutUint32(buf[12:], log2)
-	binary.LittleEndian.PutUint32(buf[16:], uint32(n))
-	binary.LittleEndian.PutUint32(buf[20:], crc32.Checksum(table, castagnoli))
-	binary.LittleEndian.PutUint32(buf[28:], crc32.Checksum(buf[:28], castagnoli))
-	return buf
 }
 
-// Hash is a read-only view of index.hash. It holds no copy of the table:
-// its lifetime is the lifetime of the bytes it was opened on.
+// Hash is a read-only view of index.hash's slot table. It holds no copy
+// of the table: its lifetime is the lifetime of the bytes it was opened on.
 type Hash struct {
-	table []byte
-	mask  uint64
-	n     uint32
+	table   []byte
+	mask    uint64
+	n       uint32
+	version int    // 1 or 2
+	log2    uint32 // of the slot count
+	batches uint32 // version 2: data.arrow's batch count
 }
 
-// OpenHash checks the header of index.hash and returns a view of its table.
-// It does not checksum the table (that is proportional to the data); Verify
-// does.
+// OpenHash checks the header of index.hash (version 1 or 2) and returns a
+// view of its slot table. It does not checksum the tables (that is
+// proportional to the data); Verify does. OpenHot opens the rest of a
+// version 2 file.
 func OpenHash(b []byte, series int) (Hash, error) {
 	const f = "index.hash"
 	if len(b) < hashHeaderSize {
@@ -85,19 +100,36 @@ func OpenHash(b []byte, series int) (Hash, error) {
 	if string(b[:8]) != hashMagic {
 		return Hash{}, corrupt(f, 0, "bad magic %q", b[:8])
 	}
-	if got, want := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); got != want {
-		return Hash{}, corrupt(f, 28, "header checksum %08x, want %08x", got, want)
-	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != hashVersion {
+	header := hashHeaderSize
+	switch v := binary.LittleEndian.Uint32(b[8:]); v {
+	case hashVersion:
+		if got, want := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); got != want {
+			return Hash{}, corrupt(f, 28, "header checksum %08x, want %08x", got, want)
+		}
+	case hashVersion2:
+		header = hotHeaderSize
+		if len(b) < hotHeaderSize {
+			return Hash{}, corrupt(f, 0, "file is %d bytes, shorter than its %d-byte header", len(b), hotHeaderSize)
+		}
+		if got, want := binary.LittleEndian.Uint32(b[60:]), crc32.Checksum(b[:60], castagnoli); got != want {
+			return Hash{}, corrupt(f, 60, "header checksum %08x, want %08x", got, want)
+		}
+	default:
 		return Hash{}, corrupt(f, 8, "unsupported version %d", v)
 	}
-	log2 := binary.LittleEndian.Uint32(b[12:])
+	h := Hash{version: int(binary.LittleEndian.Uint32(b[8:]))}
+	h.log2 = binary.LittleEndian.Uint32(b[12:])
 	n := binary.LittleEndian.Uint32(b[16:])
-	if log2 > 40 {
-		return Hash{}, corrupt(f, 12, "slot count 2^%d is absurd", log2)
+	if h.log2 > 40 {
+		return Hash{}, corrupt(f, 12, "slot count 2^%d is absurd", h.log2)
 	}
-	slots := uint64(1) << log2
-	if uint64(len(b)-hashHeaderSize) != 8*slots {
+	slots := uint64(1) << h.log2
+	size := uint64(header) + 8*slots
+	if h.version == hashVersion2 {
+		h.batches = binary.LittleEndian.Uint32(b[24:])
+		_, _, size = hotLayout(uint64(h.log2), uint64(n), uint64(h.batches))
+	}
+	if uint64(len(b)) != size {
 		return Hash{}, corrupt(f, -1, "size %d does not match %d slots", len(b), slots)
 	}
 	if int(n) != series {
@@ -106,7 +138,8 @@ func OpenHash(b []byte, series int) (Hash, error) {
 	if uint64(n)*2 > slots {
 		return Hash{}, corrupt(f, 12, "%d series in %d slots exceeds the load factor", n, slots)
 	}
-	return Hash{table: b[hashHeaderSize:], mask: slots - 1, n: n}, nil
+	h.table, h.mask, h.n = b[header:uint64(header)+8*slots], slots-1, n
+	return h, nil
 }
 
 // Lookup returns the index row of id. idAt returns the id stored at an
@@ -140,7 +173,7 @@ func verifyHash(b []byte, ids func(row uint32) string, n int) error {
 		return err
 	}
 	if got, want := crc32.Checksum(h.table, castagnoli), binary.LittleEndian.Uint32(b[20:]); got != want {
-		return corrupt("index.hash", hashHeaderSize, "slot table checksum %08x, want %08x", got, want)
+		return corrupt("index.hash", int64(cap(b)-cap(h.table)), "slot table checksum %08x, want %08x", got, want)
 	}
 	for row := uint32(0); row < uint32(n); row++ {
 		if r, ok := h.Lookup(ids(row), ids); !ok || r != row {

@@ -154,6 +154,12 @@ func Verify(dir string) (*Manifest, error) {
 		return m, err
 	}
 	defer d.Close()
+	if _, err := OpenHot(m.Version, hb, ib, db, x, d); err != nil {
+		return m, err
+	}
+	if err := verifyHot(hb, ib, db, x, d); err != nil {
+		return m, err
+	}
 	tl, err := verifyOpenTail(dir, m)
 	if err != nil {
 		return m, err

@@ -26,9 +26,13 @@ const (
 	TailFile     = "tail.parquet"
 
 	// FormatName and FormatVersion identify the snapshot format in
-	// manifest.json.
-	FormatName    = "energyscope-snapshot"
-	FormatVersion = 1
+	// manifest.json. FormatVersion is what Write writes; readers take
+	// MinFormatVersion..FormatVersion. Version 2 added the hot records to
+	// index.hash (hot.go); data.arrow, index.arrow and tail.parquet are
+	// the same in both and carry fileVersion in their own metadata.
+	FormatName       = "energyscope-snapshot"
+	FormatVersion    = 2
+	MinFormatVersion = 1
 
 	// ChunkSize is the unit of transfer and of per-chunk hashes.
 	ChunkSize = 4 << 20
@@ -134,8 +138,8 @@ func (m *Manifest) Validate() error {
 	if m.Format != FormatName {
 		return bad("format %q, want %q", m.Format, FormatName)
 	}
-	if m.Version != FormatVersion {
-		return bad("unsupported format version %d (this build reads %d)", m.Version, FormatVersion)
+	if m.Version < MinFormatVersion || m.Version > FormatVersion {
+		return bad("unsupported format version %d (this build reads %d to %d)", m.Version, MinFormatVersion, FormatVersion)
 	}
 	if err := ValidDatasetName(m.Dataset); err != nil {
 		return bad("%v", err)

@@ -49,8 +49,8 @@ func openArrow(name string, b []byte, want *arrow.Schema) (r *ipc.FileReader, ba
 	if kind != wantKind {
 		return nil, 0, corrupt(name, -1, "file kind %q, want %q", kind, wantKind)
 	}
-	if v, _ := md.GetValue(metaVersionKey); v != strconv.Itoa(FormatVersion) {
-		return nil, 0, corrupt(name, -1, "format version %q, want %d", v, FormatVersion)
+	if v, _ := md.GetValue(metaVersionKey); v != strconv.Itoa(fileVersion) {
+		return nil, 0, corrupt(name, -1, "format version %q, want %d", v, fileVersion)
 	}
 	if !got.Equal(want) {
 		return nil, 0, corrupt(name, -1, "schema %v, want %v", got, want)

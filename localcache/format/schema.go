@@ -11,6 +11,9 @@ import (
 const (
 	metaFileKey    = "energyscope.file"
 	metaVersionKey = "energyscope.version"
+	// fileVersion is the energyscope.version of data.arrow, index.arrow
+	// and tail.parquet: unchanged since format version 1.
+	fileVersion = 1
 )
 
 // Column positions in data.arrow.
@@ -45,7 +48,7 @@ func (p PeriodType) arrowType() arrow.DataType {
 }
 
 func fileMeta(kind string) arrow.Metadata {
-	return arrow.NewMetadata([]string{metaFileKey, metaVersionKey}, []string{kind, strconv.Itoa(FormatVersion)})
+	return arrow.NewMetadata([]string{metaFileKey, metaVersionKey}, []string{kind, strconv.Itoa(fileVersion)})
 }
 
 // DataSchema is the schema of data.arrow (and of the cold tier's rows).

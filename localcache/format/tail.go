@@ -120,7 +120,7 @@ func (c *cooked) writeTail(w io.Writer, tc tailCodec) (err error) {
 	}
 	md := metadata.NewKeyValueMetadata()
 	md.Append(metaFileKey, "tail")
-	md.Append(metaVersionKey, strconv.Itoa(FormatVersion))
+	md.Append(metaVersionKey, strconv.Itoa(fileVersion))
 	fw, err := file.NewParquetWriterWithError(w, root, file.WithWriterProps(tailWriterProps(tc)), file.WithWriteMetadata(md))
 	if err != nil {
 		return err
@@ -248,7 +248,7 @@ func OpenTail(b []byte, pt PeriodType, maxRows int64) (t *Tail, err error) {
 	if v := kv.FindValue(metaFileKey); v == nil || *v != "tail" {
 		return nil, corrupt(TailFile, -1, "not an energyscope tail file")
 	}
-	if v := kv.FindValue(metaVersionKey); v == nil || *v != strconv.Itoa(FormatVersion) {
+	if v := kv.FindValue(metaVersionKey); v == nil || *v != strconv.Itoa(fileVersion) {
 		return nil, corrupt(TailFile, -1, "format version mismatch")
 	}
 	want, err := tailSchema(pt)

@@ -1,8 +1,10 @@
 package format
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -116,7 +118,20 @@ func TestVerifyFileProblems(t *testing.T) {
 		{"hash extended", HashFile, func(t *testing.T, dir string) { truncate(t, dir, HashFile, +1) }},
 		{"garbage manifest", ManifestFile, func(t *testing.T, dir string) { put(t, dir, ManifestFile, []byte("{not json")) }},
 		{"empty manifest", ManifestFile, func(t *testing.T, dir string) { put(t, dir, ManifestFile, nil) }},
-		{"manifest version 2", ManifestFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 2 }) }},
+		{"manifest version from the future", ManifestFile, func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.Version = FormatVersion + 1 })
+		}},
+		{"manifest version 0", ManifestFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 0 }) }},
+		{"manifest version 1 over index.hash 2", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 1 }) }},
+		{"hot record rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
+			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[recAt+4]++ }) // row 0's offset
+		}},
+		{"batch table rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
+			rewriteHash(t, dir, func(b []byte, recAt uint64) {
+				batchAt, _, _ := hotLayout(uint64(binary.LittleEndian.Uint32(b[12:])), 0, 0)
+				b[batchAt] += 8 // batch 0's period offset
+			})
+		}},
 		{"wrong sha256", IndexFile, func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.File(IndexFile).SHA256 = strings.Repeat("0", 64) })
 		}},
@@ -207,4 +222,22 @@ func editManifestRaw(t *testing.T, dir string, edit func(*Manifest)) {
 		t.Fatal(err)
 	}
 	put(t, dir, ManifestFile, b)
+}
+
+// rewriteHash edits a version 2 index.hash, then fixes its checksums and
+// the manifest's entry, so that only the rebuilt comparison can catch it.
+func rewriteHash(t *testing.T, dir string, edit func(b []byte, recAt uint64)) {
+	t.Helper()
+	b := readFile(t, dir, HashFile)
+	log2, n, nb := binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:]), binary.LittleEndian.Uint32(b[24:])
+	batchAt, recAt, _ := hotLayout(uint64(log2), uint64(n), uint64(nb))
+	edit(b, recAt)
+	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[batchAt:], castagnoli))
+	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
+	put(t, dir, HashFile, b)
+	fi, err := HashFileInfo(filepath.Join(dir, HashFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	editManifest(t, dir, func(m *Manifest) { *m.File(HashFile) = fi })
 }

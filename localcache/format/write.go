@@ -39,6 +39,10 @@ type WriteOptions struct {
 	// (tail.parquet); nil keeps each series' SeriesMeta.Tier, which is
 	// what compaction relies on to keep tiers stable.
 	Tail *TailRule
+	// Version is the format version to write: 0 means FormatVersion;
+	// MinFormatVersion writes a snapshot that builds of that version read
+	// (and that is byte for byte what they cook from the same rows).
+	Version int
 }
 
 // WriteStats reports what Write did with the rows it was given.
@@ -80,6 +84,13 @@ func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, er
 // t supplies the series table (c.order indexes t.Series; its rows are not
 // read). dir exists; the caller removes it on error.
 func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOptions) (m *Manifest, st WriteStats, err error) {
+	switch o.Version {
+	case 0:
+		o.Version = FormatVersion
+	case MinFormatVersion, FormatVersion:
+	default:
+		return nil, st, fmt.Errorf("write: format version %d is not %d..%d", o.Version, MinFormatVersion, FormatVersion)
+	}
 	st = WriteStats{InputRows: inputRows, Rows: int64(len(c.value)), Series: len(c.order), Duplicates: c.duplicates}
 
 	ids := make([]string, len(c.order))
@@ -95,7 +106,7 @@ func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOption
 
 	m = &Manifest{
 		Format:           FormatName,
-		Version:          FormatVersion,
+		Version:          o.Version,
 		Dataset:          o.Dataset,
 		Epoch:            o.Epoch,
 		CoversThroughSeq: o.CoversThroughSeq,
@@ -121,7 +132,12 @@ func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOption
 	if err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", IndexFile, err)
 	}
-	hb := buildHash(ids)
+	var hb []byte
+	if m.Version == 1 {
+		hb = buildHash(ids)
+	} else if hb, err = buildHashFromFiles(dir, c.periodType, len(ids), m.Batches); err != nil {
+		return nil, st, fmt.Errorf("write %s: %w", HashFile, err)
+	}
 	if err := WriteFileSync(filepath.Join(dir, HashFile), hb); err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", HashFile, err)
 	}

@@ -4,9 +4,12 @@
 // Open maps data.arrow, index.arrow, index.hash and tail.parquet (when the
 // snapshot has a cold tier), checks the manifest, the sizes and the
 // headers, and decodes nothing proportional to the data.
-// A lookup is: xxh3 of the id -> slot of index.hash -> index row -> batch,
-// offset and length -> binary search of the period range inside the mapped
-// period column. Points returned by Get alias the mapping: they are valid
+// A lookup is: xxh3 of the id -> slot of index.hash -> the series' 32-byte
+// hot record in index.hash (its id's position in index.arrow is compared,
+// then batch, offset, length, tier and frequency are read from it) -> the
+// batch's column positions in data.arrow -> binary search of the period
+// range inside the mapped period column (format.HotIndex; a format
+// version 1 snapshot gets its records built at open). Points returned by Get alias the mapping: they are valid
 // only while the caller holds a reference (TryRef ... Unref). Series of the
 // cold tier are decoded per row group of tail.parquet on first use and
 // served from a bounded cache; their Points are Go memory. The mapping is
@@ -47,8 +50,8 @@ type Snapshot struct {
 	manifestBytes []byte
 	index         *format.Index
 	data          *format.Data
-	hash          format.Hash
-	tail          *tailState // nil without a cold tier
+	hot           *format.HotIndex // the lookup path: slots, records, batch table
+	tail          *tailState       // nil without a cold tier
 
 	refs     atomic.Int64
 	onClose  atomic.Pointer[func()] // called after unmapping; may be nil
@@ -199,14 +202,14 @@ func openMapped(m *format.Manifest, manifestBytes []byte, o Options, mapFile fun
 	if err != nil {
 		return nil, err
 	}
-	if s.hash, err = format.OpenHash(hb, m.Series); err != nil {
-		return nil, err
-	}
 	db, err := mapOne(format.DataFile)
 	if err != nil {
 		return nil, err
 	}
 	if s.data, err = format.OpenData(db, m.PeriodType, m.Batches); err != nil {
+		return nil, err
+	}
+	if s.hot, err = format.OpenHot(m.Version, hb, ib, db, s.index, s.data); err != nil {
 		return nil, err
 	}
 	if m.File(format.TailFile) != nil {
@@ -309,7 +312,7 @@ func (s *Snapshot) NumSeries() int { return s.index.N }
 
 // Lookup resolves a series id to its index row in O(1).
 func (s *Snapshot) Lookup(id string) (uint32, bool) {
-	return s.hash.Lookup(id, s.index.ID)
+	return s.hot.Lookup(id)
 }
 
 // Points are the periods and values of one series in a range. Exactly one
@@ -344,39 +347,49 @@ const (
 // Get returns the points of index row `row` with from <= period <= to (unix
 // seconds; periods are bucket starts), from either tier. The caller must
 // hold a reference.
+//
+// A hot series is read through its record in index.hash (format.HotIndex):
+// the record, then the points; no index.arrow column and no batch header.
 func (s *Snapshot) Get(row uint32, from, to int64) (Points, error) {
-	x := s.index
-	if row >= uint32(x.N) {
+	r, ok := s.hot.Record(row)
+	if !ok {
 		return Points{}, format.ErrNotFound
 	}
-	n := x.Length[row]
-	if n == 0 || from > to {
+	if r.Length == 0 || from > to {
 		return Points{}, nil
 	}
-	var b *format.Batch
-	var err error
-	if x.Tier[row] == uint8(format.Hot) {
-		b, err = s.data.Batch(int(x.Batch[row]))
+	var days []int32
+	var secs []int64
+	var vals []float64
+	if r.Tier == format.Hot {
+		var err error
+		if days, secs, vals, err = s.hot.Slice(r); err != nil {
+			return Points{}, err
+		}
 	} else {
-		b, err = s.coldBlock(row)
+		b, err := s.coldBlock(row, r)
+		if err != nil {
+			return Points{}, err
+		}
+		off, n := r.Offset, r.Length
+		if err := b.Check(off, n); err != nil {
+			return Points{}, err
+		}
+		vals = b.Values[off : off+n]
+		if b.Secs != nil {
+			secs = b.Secs[off : off+n]
+		} else {
+			days = b.Days[off : off+n]
+		}
 	}
-	if err != nil {
-		return Points{}, err
-	}
-	off := x.Offset[row]
-	if err := b.Check(off, n); err != nil {
-		return Points{}, err
-	}
-	if b.Secs != nil {
-		secs := b.Secs[off : off+n]
+	if secs != nil {
 		lo := sort.Search(len(secs), func(i int) bool { return secs[i] >= from })
 		hi := sort.Search(len(secs), func(i int) bool { return secs[i] > to })
 		if lo >= hi {
 			return Points{}, nil
 		}
-		return Points{Secs: secs[lo:hi:hi], Values: b.Values[off+uint32(lo) : off+uint32(hi) : off+uint32(hi)]}, nil
+		return Points{Secs: secs[lo:hi:hi], Values: vals[lo:hi:hi]}, nil
 	}
-	days := b.Days[off : off+n]
 	fd, td := dayBound(from, false), dayBound(to, true)
 	lo, hi := searchDays(days, fd), searchDays(days, td+1)
 	if td == math.MaxInt32 {
@@ -385,7 +398,7 @@ func (s *Snapshot) Get(row uint32, from, to int64) (Points, error) {
 	if lo >= hi {
 		return Points{}, nil
 	}
-	return Points{Days: days[lo:hi:hi], Values: b.Values[off+uint32(lo) : off+uint32(hi) : off+uint32(hi)]}, nil
+	return Points{Days: days[lo:hi:hi], Values: vals[lo:hi:hi]}, nil
 }
 
 // searchDays is sort.Search for the first day >= d, without the closure
@@ -463,11 +476,8 @@ func (s *Snapshot) SeriesID(row uint32) string { return s.index.ID(row) }
 // Frequency returns the frequency of an index row as one of the format
 // constants (never aliasing the mapping).
 func (s *Snapshot) Frequency(row uint32) format.Frequency {
-	f, err := format.ParseFrequency(string(s.index.Frequency(row)))
-	if err != nil {
-		return format.Daily
-	}
-	return f
+	r, _ := s.hot.Record(row)
+	return r.Frequency()
 }
 
 // Row is Lookup under the name delta.Base uses.

@@ -52,15 +52,15 @@ func (t *tailState) block(i uint32) (*format.Batch, error) {
 
 // coldBlock is Get's path for a series that is not hot: the decoded row
 // group that holds it.
-func (s *Snapshot) coldBlock(row uint32) (*format.Batch, error) {
+func (s *Snapshot) coldBlock(row uint32, r format.HotRecord) (*format.Batch, error) {
 	x := s.index
-	if x.Tier[row] != uint8(format.Cold) {
-		return nil, fmt.Errorf("series %q: tier %d not supported by this build", x.ID(row), x.Tier[row])
+	if r.Tier != format.Cold {
+		return nil, fmt.Errorf("series %q: tier %d not supported by this build", x.ID(row), r.Tier)
 	}
 	if s.tail == nil {
 		return nil, &format.CorruptionError{File: format.IndexFile, Offset: -1, Err: fmt.Errorf("series %q is cold but the snapshot has no %s", x.ID(row), format.TailFile)}
 	}
-	return s.tail.block(x.Batch[row])
+	return s.tail.block(r.Batch)
 }
 
 // DropTailCache forgets every decoded cold block (blocks being decoded

@@ -1,0 +1,408 @@
+package format
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"path/filepath"
+	"unsafe"
+
+	"github.com/energyscope/energyscope/localcache/internal/mmap"
+)
+
+// index.hash version 2 (format version 2) adds, behind the slot table of
+// version 1, everything a lookup needs, so that a lookup touches the slot,
+// one 32-byte record and the id's bytes, then the points: no index.arrow
+// column, no data.arrow batch header, no string parsed. Little-endian:
+//
+//	0   [8]byte  magic "ESHASH\x00\x01"
+//	8   uint32   version (2)
+//	12  uint32   log2 of the slot count
+//	16  uint32   series count n
+//	20  uint32   CRC-32C of the slot table
+//	24  uint32   batch count (data.arrow's record batches)
+//	28  uint32   CRC-32C of the batch table and the records (padding included)
+//	32  [28]byte reserved (0)
+//	60  uint32   CRC-32C of bytes 0..60
+//	64  [slots]uint64      slot table, as in version 1
+//	B = 64 + 8*slots:      batch table, per batch of data.arrow 24 bytes:
+//	      uint64 byte offset of its period values in data.arrow
+//	      uint64 byte offset of its value column in data.arrow
+//	      uint64 its row count
+//	R = B + 24*batches rounded up to 64 (zero padding): n records of 32 bytes,
+//	    one per index row (so a record never straddles a 64-byte line):
+//	      0  uint32 batch (hot: data.arrow record batch; cold: tail.parquet row group)
+//	      4  uint32 offset of the series' first row in it
+//	      8  uint32 length (rows)
+//	      12 uint8  tier (0 hot, 1 cold)
+//	      13 uint8  frequency code (0 none, 1 H, 2 D, 3 W, 4 M, 5 Q, 6 A)
+//	      14 uint16 length of the series id in bytes
+//	      16 uint64 byte offset of the series id in index.arrow
+//	      24 uint64 reserved (0)
+//
+// The file is exactly R + 32*n bytes. The records and the batch table are
+// a function of index.arrow and data.arrow (buildHotTables), which Verify
+// recomputes and compares byte for byte.
+const (
+	hashVersion2    = 2
+	hotHeaderSize   = 64
+	batchLocSize    = 24
+	HotRecordSize   = 32
+	hotRecordsAlign = 64
+)
+
+// HotRecord is the record of one series in index.hash version 2 (or built
+// in memory from a version 1 snapshot).
+type HotRecord struct {
+	Batch  uint32 // data.arrow record batch (hot) or tail.parquet row group (cold)
+	Offset uint32 // first row of the series in it
+	Length uint32 // rows
+	Tier   Tier
+	freq   uint8
+}
+
+// Frequency is the series' frequency (Daily when the index has none).
+func (r HotRecord) Frequency() Frequency { return freqByCode[r.freq&7] }
+
+var freqByCode = [8]Frequency{Daily, Hourly, Daily, Weekly, Monthly, Quarterly, Annual, Daily}
+
+func freqCode(f Frequency) uint8 {
+	switch f {
+	case Hourly:
+		return 1
+	case Daily:
+		return 2
+	case Weekly:
+		return 3
+	case Monthly:
+		return 4
+	case Quarterly:
+		return 5
+	case Annual:
+		return 6
+	}
+	if p, err := ParseFrequency(string(f)); err == nil {
+		return freqCode(p)
+	}
+	return 0
+}
+
+// HotIndex is the lookup side of a snapshot: index.hash's slots and hot records
+// over the mappings of index.arrow (the ids) and data.arrow (the points).
+// Like Index and Data it aliases the bytes it was opened on.
+type HotIndex struct {
+	slots   []byte
+	mask    uint64
+	n       uint32
+	batches []byte // nb * batchLocSize, checked at open
+	nb      uint32
+	recs    []byte // n * HotRecordSize
+	index   []byte // index.arrow
+	data    []byte // data.arrow
+	pt      PeriodType
+	// Built is true when the records were built in memory at open (a
+	// version 1 snapshot) rather than read from index.hash.
+	Built bool
+}
+
+// hotLayout is the position of the tables of a version 2 index.hash.
+func hotLayout(log2, series, batches uint64) (batchAt, recAt, size uint64) {
+	batchAt = hotHeaderSize + 8<<log2
+	recAt = (batchAt + batchLocSize*batches + hotRecordsAlign - 1) &^ (hotRecordsAlign - 1)
+	return batchAt, recAt, recAt + HotRecordSize*series
+}
+
+// OpenHot opens the lookup tables of a snapshot: hb is index.hash, ib and
+// db the bytes index.arrow and data.arrow were opened on (x and d). A
+// version 2 index.hash is read in place (its header and batch table are
+// checked: O(batches)); for a version 1 index.hash the batch table and the
+// records are built in memory from x and d (O(series), the one cost of an
+// unconverted snapshot). version is the manifest's format version, which
+// the index.hash version must match.
+func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, error) {
+	h, err := OpenHash(hb, x.N)
+	if err != nil {
+		return nil, err
+	}
+	if h.version != version {
+		return nil, corrupt(HashFile, 8, "version %d in a format version %d snapshot", h.version, version)
+	}
+	t := &HotIndex{slots: h.table, mask: h.mask, n: h.n, index: ib, data: db, pt: x.PeriodType}
+	if h.version == hashVersion {
+		if t.batches, t.recs, err = buildHotTables(x, d, ib, db); err != nil {
+			return nil, err
+		}
+		t.nb, t.Built = uint32(d.NumBatches), true
+		return t, nil
+	}
+	if int(h.batches) != d.NumBatches {
+		return nil, corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
+	}
+	batchAt, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
+	t.nb = h.batches
+	t.batches = hb[batchAt : batchAt+batchLocSize*uint64(h.batches)]
+	t.recs = hb[recAt:]
+	psize := uint64(x.PeriodType.size())
+	for i := uint32(0); i < t.nb; i++ {
+		pAt, vAt, rows := t.batchLoc(i)
+		if pAt%8 != 0 || vAt%8 != 0 || !within(pAt, rows, psize, len(db)) || !within(vAt, rows, 8, len(db)) {
+			return nil, corrupt(HashFile, int64(batchAt)+batchLocSize*int64(i), "batch %d: rows outside data.arrow", i)
+		}
+	}
+	return t, nil
+}
+
+// within reports whether count elements of size bytes at byte offset at
+// fit in n bytes.
+func within(at, count, size uint64, n int) bool {
+	return at <= uint64(n) && count <= (uint64(n)-at)/size
+}
+
+func (p PeriodType) size() int {
+	if p == PeriodTimestamp {
+		return 8
+	}
+	return 4
+}
+
+func (t *HotIndex) batchLoc(i uint32) (periodsAt, valuesAt, rows uint64) {
+	b := t.batches[uint64(i)*batchLocSize:][:batchLocSize]
+	return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
+}
+
+// Lookup returns the index row of id: the slot, then the record's id bytes.
+func (t *HotIndex) Lookup(id string) (uint32, bool) {
+	hv := HashID(id)
+	tag := hv >> 32
+	for i, probes := hv&t.mask, uint64(0); probes <= t.mask; i, probes = (i+1)&t.mask, probes+1 {
+		e := binary.LittleEndian.Uint64(t.slots[8*i:])
+		if e == 0 {
+			return 0, false
+		}
+		if e>>32 == tag {
+			row := uint32(e) - 1
+			if row < t.n && t.idIs(row, id) {
+				return row, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func (t *HotIndex) idIs(row uint32, id string) bool {
+	rb := t.recs[uint64(row)*HotRecordSize:][:HotRecordSize]
+	l := uint64(binary.LittleEndian.Uint16(rb[14:]))
+	at := binary.LittleEndian.Uint64(rb[16:])
+	if l != uint64(len(id)) || at > uint64(len(t.index)) || l > uint64(len(t.index))-at {
+		return false
+	}
+	return string(t.index[at:at+l]) == id
+}
+
+// Record returns the record of index row row; ok is false when there is
+// no such row.
+func (t *HotIndex) Record(row uint32) (r HotRecord, ok bool) {
+	if row >= t.n {
+		return HotRecord{}, false
+	}
+	rb := t.recs[uint64(row)*HotRecordSize:][:HotRecordSize]
+	return HotRecord{
+		Batch:  binary.LittleEndian.Uint32(rb),
+		Offset: binary.LittleEndian.Uint32(rb[4:]),
+		Length: binary.LittleEndian.Uint32(rb[8:]),
+		Tier:   Tier(rb[12]),
+		freq:   rb[13],
+	}, true
+}
+
+// Slice returns the points of a hot record over data.arrow: days (date32
+// snapshots) or secs (timestamp snapshots), and values, each of r.Length
+// elements. A record outside its batch is a CorruptionError.
+func (t *HotIndex) Slice(r HotRecord) (days []int32, secs []int64, values []float64, err error) {
+	if r.Batch >= t.nb {
+		return nil, nil, nil, corrupt(HashFile, -1, "batch %d out of range (%d batches)", r.Batch, t.nb)
+	}
+	pAt, vAt, rows := t.batchLoc(r.Batch)
+	if uint64(r.Offset)+uint64(r.Length) > rows {
+		return nil, nil, nil, corrupt(DataFile, -1, "series rows [%d,%d) outside batch of %d", r.Offset, uint64(r.Offset)+uint64(r.Length), rows)
+	}
+	if r.Length == 0 {
+		return nil, nil, nil, nil
+	}
+	n := int(r.Length)
+	values = unsafe.Slice((*float64)(unsafe.Pointer(&t.data[vAt+8*uint64(r.Offset)])), n)
+	if t.pt == PeriodTimestamp {
+		secs = unsafe.Slice((*int64)(unsafe.Pointer(&t.data[pAt+8*uint64(r.Offset)])), n)
+	} else {
+		days = unsafe.Slice((*int32)(unsafe.Pointer(&t.data[pAt+4*uint64(r.Offset)])), n)
+	}
+	return days, secs, values, nil
+}
+
+// buildHotTables computes the batch table and the records of index.hash
+// version 2 from index.arrow and data.arrow opened over ib and db. Offsets
+// are positions in those bytes, so ib and db must be the whole files.
+func buildHotTables(x *Index, d *Data, ib, db []byte) (batches, recs []byte, err error) {
+	batches = make([]byte, batchLocSize*d.NumBatches)
+	for i := range d.NumBatches {
+		b, err := d.Batch(i)
+		if err != nil {
+			return nil, nil, err
+		}
+		var p unsafe.Pointer
+		if b.Secs != nil {
+			p = unsafe.Pointer(unsafe.SliceData(b.Secs))
+		} else if b.Days != nil {
+			p = unsafe.Pointer(unsafe.SliceData(b.Days))
+		}
+		e := batches[batchLocSize*i:]
+		if b.Len() > 0 {
+			pAt, ok1 := offsetIn(db, p)
+			vAt, ok2 := offsetIn(db, unsafe.Pointer(unsafe.SliceData(b.Values)))
+			if !ok1 || !ok2 {
+				return nil, nil, corrupt(DataFile, -1, "batch %d: columns outside the file", i)
+			}
+			binary.LittleEndian.PutUint64(e, pAt)
+			binary.LittleEndian.PutUint64(e[8:], vAt)
+		}
+		binary.LittleEndian.PutUint64(e[16:], uint64(b.Len()))
+	}
+	recs = make([]byte, HotRecordSize*x.N)
+	for r := range uint32(x.N) {
+		e := recs[HotRecordSize*uint64(r):]
+		binary.LittleEndian.PutUint32(e, x.Batch[r])
+		binary.LittleEndian.PutUint32(e[4:], x.Offset[r])
+		binary.LittleEndian.PutUint32(e[8:], x.Length[r])
+		e[12] = x.Tier[r]
+		e[13] = freqCode(x.Frequency(r))
+		id := x.ID(r)
+		if len(id) == 0 || len(id) > MaxSeriesIDLen {
+			return nil, nil, corrupt(IndexFile, -1, "row %d: series id of %d bytes", r, len(id))
+		}
+		at, ok := offsetIn(ib, unsafe.Pointer(unsafe.StringData(id)))
+		if !ok {
+			return nil, nil, corrupt(IndexFile, -1, "row %d: series id outside the file", r)
+		}
+		binary.LittleEndian.PutUint16(e[14:], uint16(len(id)))
+		binary.LittleEndian.PutUint64(e[16:], at)
+	}
+	return batches, recs, nil
+}
+
+// offsetIn returns the position of p in b.
+func offsetIn(b []byte, p unsafe.Pointer) (uint64, bool) {
+	if len(b) == 0 || p == nil {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if uintptr(p) < base || uintptr(p)-base >= uintptr(len(b)) {
+		return 0, false
+	}
+	return uint64(uintptr(p) - base), true
+}
+
+// buildHash2 builds index.hash version 2 for the rows of x over index.arrow
+// and data.arrow's bytes.
+func buildHash2(x *Index, d *Data, ib, db []byte) ([]byte, error) {
+	batches, recs, err := buildHotTables(x, d, ib, db)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, x.N)
+	for r := range ids {
+		ids[r] = x.ID(uint32(r))
+	}
+	log2 := slotLog2(len(ids))
+	batchAt, recAt, size := hotLayout(uint64(log2), uint64(len(ids)), uint64(d.NumBatches))
+	buf := make([]byte, size)
+	fillSlots(buf[hotHeaderSize:batchAt], ids)
+	copy(buf[batchAt:], batches)
+	copy(buf[recAt:], recs)
+	copy(buf, hashMagic)
+	binary.LittleEndian.PutUint32(buf[8:], hashVersion2)
+	binary.LittleEndian.PutUint32(buf[12:], log2)
+	binary.LittleEndian.PutUint32(buf[16:], uint32(len(ids)))
+	binary.LittleEndian.PutUint32(buf[20:], crc32.Checksum(buf[hotHeaderSize:batchAt], castagnoli))
+	binary.LittleEndian.PutUint32(buf[24:], uint32(d.NumBatches))
+	binary.LittleEndian.PutUint32(buf[28:], crc32.Checksum(buf[batchAt:], castagnoli))
+	binary.LittleEndian.PutUint32(buf[60:], crc32.Checksum(buf[:60], castagnoli))
+	return buf, nil
+}
+
+// verifyHot checks a version 2 index.hash beyond verifyHash: the checksum
+// of its batch table and records, and that they are exactly what
+// index.arrow and data.arrow give.
+func verifyHot(hb, ib, db []byte, x *Index, d *Data) error {
+	h, err := OpenHash(hb, x.N)
+	if err != nil || h.version != hashVersion2 {
+		return err
+	}
+	batchAt, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
+	if got, want := crc32.Checksum(hb[batchAt:], castagnoli), binary.LittleEndian.Uint32(hb[28:]); got != want {
+		return corrupt(HashFile, int64(batchAt), "batch table and records checksum %08x, want %08x", got, want)
+	}
+	if int(h.batches) != d.NumBatches {
+		return corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
+	}
+	batches, recs, err := buildHotTables(x, d, ib, db)
+	if err != nil {
+		return err
+	}
+	if i := firstDiff(hb[batchAt:batchAt+uint64(len(batches))], batches); i >= 0 {
+		return corrupt(HashFile, int64(batchAt)+int64(i), "batch %d does not match data.arrow", i/batchLocSize)
+	}
+	for i := batchAt + uint64(len(batches)); i < recAt; i++ {
+		if hb[i] != 0 {
+			return corrupt(HashFile, int64(i), "padding is not zero")
+		}
+	}
+	if i := firstDiff(hb[recAt:], recs); i >= 0 {
+		return corrupt(HashFile, int64(recAt)+int64(i), "record of row %d does not match index.arrow", i/HotRecordSize)
+	}
+	return nil
+}
+
+func firstDiff(a, b []byte) int {
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// String names a record for error messages.
+func (r HotRecord) String() string {
+	return fmt.Sprintf("batch %d offset %d length %d tier %d", r.Batch, r.Offset, r.Length, r.Tier)
+}
+
+// buildHashFromFiles builds index.hash version 2 for the index.arrow and
+// data.arrow just written into dir: it maps them (positions in the
+// records are positions in the files) and reads only their headers, the
+// index's id, batch, offset, length, tier and frequency columns.
+func buildHashFromFiles(dir string, pt PeriodType, series, batches int) ([]byte, error) {
+	xf, err := mmap.Open(filepath.Join(dir, IndexFile))
+	if err != nil {
+		return nil, err
+	}
+	defer xf.Close()
+	df, err := mmap.Open(filepath.Join(dir, DataFile))
+	if err != nil {
+		return nil, err
+	}
+	defer df.Close()
+	x, err := OpenIndex(xf.Bytes, pt, series)
+	if err != nil {
+		return nil, err
+	}
+	defer x.Close()
+	d, err := OpenData(df.Bytes, pt, batches)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return buildHash2(x, d, xf.Bytes, df.Bytes)
+}
