@@ -16,7 +16,8 @@ import (
 
 	"github.com/energyscope/energyscope/app"
 	"github.com/energyscope/energyscope/internal/companion"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
+	"github.com/energyscope/energyscope/internal/testserver"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server/cook"
@@ -31,7 +32,7 @@ func TestStatus(t *testing.T) {
 	var names []string
 	for _, d := range s.Datasets {
 		names = append(names, d.Name)
-		if d.DiskBytes <= 0 || d.SnapshotID == "" || d.State != "offline" || d.CreatedMS != companiontest.Created.UnixMilli() {
+		if d.DiskBytes <= 0 || d.SnapshotID == "" || d.State != "offline" || d.CreatedMS != testhome.Created.UnixMilli() {
 			t.Errorf("dataset %+v", d)
 		}
 	}
@@ -68,7 +69,7 @@ func TestStatus(t *testing.T) {
 // Explorer shows first: its details, its points and its formula.
 func TestHelloOpen(t *testing.T) {
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	for _, c := range []struct{ open, err string }{{"MSFT", ""}, {"NOPE", "NOPE"}} {
 		a := viewsOf(app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1, OpenSeries: c.open}))
 		h := a.Hello()
@@ -152,7 +153,7 @@ func TestInfo(t *testing.T) {
 
 func TestSeries(t *testing.T) {
 	a := newTestApp(t)
-	prices := companiontest.StockPrices(t, "2006-01")["MSFT"]
+	prices := testhome.StockPrices(t, "2006-01")["MSFT"]
 	s := a.Series("MSFT", "", "", "", "")
 	if s.Error != "" || len(s.Times) != len(prices) || len(s.Values) != len(s.Times) || s.Frequency != "M" || s.Unit != "USD" {
 		t.Fatalf("series: %d points, %+v", len(s.Times), s.Error)
@@ -265,7 +266,7 @@ func TestExport(t *testing.T) {
 	if err != nil || len(rows) != 25 || rows[0][1] != "MSFT" || rows[0][2] != "IBM" {
 		t.Fatalf("sheet %s: %v rows %v", sheets[0], err, rows[:min(2, len(rows))])
 	}
-	want := companiontest.StockPrices(t, "2006-01")["MSFT"]["2005-01"]
+	want := testhome.StockPrices(t, "2006-01")["MSFT"]["2005-01"]
 	if rows[1][1] != fmt.Sprint(want) {
 		t.Fatalf("first MSFT value %q, want %v", rows[1][1], want)
 	}
@@ -454,7 +455,7 @@ func TestSettingsFollowFolder(t *testing.T) {
 // one restarts the companion on it.
 func TestSettingsHome(t *testing.T) {
 	home1, home2 := t.TempDir(), t.TempDir()
-	companiontest.CookSamples(t, home1)
+	testhome.CookSamples(t, home1)
 	settings := filepath.Join(t.TempDir(), "settings.json")
 	if err := companion.SaveSettings(settings, companion.Settings{Home: home1}); err != nil {
 		t.Fatal(err)
@@ -486,7 +487,7 @@ func TestSettingsHome(t *testing.T) {
 // every view; nothing panics.
 func TestHomeInUse(t *testing.T) {
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	st, err := localcache.Open(home, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -539,7 +540,7 @@ func TestFloatsJSON(t *testing.T) {
 // TestSyncFromServer: an app with an empty home, pointed at a real server
 // in Settings, downloads the datasets and shows them live.
 func TestSyncFromServer(t *testing.T) {
-	srv, srvURL := companiontest.SampleServer(t)
+	srv, srvURL := testserver.SampleServer(t)
 
 	a := openTestApp(t, t.TempDir())
 	if st := a.Status(); len(st.Datasets) != 0 || st.Error != "" {
@@ -658,12 +659,12 @@ func TestCompare(t *testing.T) {
 // the one the bare id does not reach.
 func TestInfoRef(t *testing.T) {
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	csv := filepath.Join(t.TempDir(), "more.csv")
 	if err := os.WriteFile(csv, []byte("series_id,period,value\nMSFT,2020-01-01,1.5\nONLYHERE,2020-01-01,2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	companiontest.CookFile(t, home, "zmore", csv, cook.InputOptions{})
+	testhome.CookFile(t, home, "zmore", csv, cook.InputOptions{})
 	a := openTestApp(t, home)
 	bare := a.Info("MSFT")
 	other := a.Info("zmore:MSFT")
@@ -686,7 +687,7 @@ func TestInfoRef(t *testing.T) {
 // the written file; a folder gone is said in words.
 func TestOpenFolder(t *testing.T) {
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	var opened []string
 	a := viewsOf(app.New(app.Options{Home: home, SettingsFile: filepath.Join(t.TempDir(), "s.json"), Port: -1,
 		OpenPath: func(dir string) error { opened = append(opened, dir); return nil }}))
@@ -711,7 +712,7 @@ func TestOpenFolder(t *testing.T) {
 // welcome told it the server's head: its own lag is the head's seq, the
 // "lag of 5" the Sync view showed long after the store had caught up.
 func TestSyncLagAfterRestart(t *testing.T) {
-	srv, srvURL := companiontest.SampleServer(t)
+	srv, srvURL := testserver.SampleServer(t)
 	home := t.TempDir()
 	a := openTestApp(t, home)
 	s := a.GetSettings()

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/app"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/synth"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"github.com/energyscope/energyscope/server/cook"
-	"github.com/energyscope/energyscope/server/cook/synth"
 )
 
 // BenchmarkSearch is the Explorer's search-as-you-type over 175K series
@@ -26,7 +26,7 @@ func BenchmarkSearch(b *testing.B) {
 	if _, err := synth.WriteFile(src, synth.Options{Series: 175_000, Rows: 2_000_000, Seed: 1}); err != nil {
 		b.Fatal(err)
 	}
-	companiontest.CookFile(b, home, "pet", src, cook.InputOptions{})
+	testhome.CookFile(b, home, "pet", src, cook.InputOptions{})
 	os.Remove(src)
 	b.Logf("generated and cooked 175K series in %v", time.Since(start).Round(time.Millisecond))
 
@@ -80,7 +80,7 @@ func BenchmarkBrowse(b *testing.B) {
 	if _, err := synth.WriteFile(src, synth.Options{Series: 175_000, Rows: 2_000_000, Seed: 1}); err != nil {
 		b.Fatal(err)
 	}
-	companiontest.CookFile(b, home, "pet", src, cook.InputOptions{})
+	testhome.CookFile(b, home, "pet", src, cook.InputOptions{})
 	os.Remove(src)
 	ta := openTestApp(b, home)
 	ta.Search("p") // the search index, built once, out of the figures

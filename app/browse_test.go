@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/energyscope/energyscope/app"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"github.com/energyscope/energyscope/server/cook"
 )
 
@@ -19,7 +19,7 @@ import (
 // all; two facets narrow.
 func TestBrowse(t *testing.T) {
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	// 250 series written in reverse id order, so that "by id" is not the
 	// order of the file.
 	var b strings.Builder
@@ -31,7 +31,7 @@ func TestBrowse(t *testing.T) {
 	if err := os.WriteFile(csv, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	companiontest.CookFile(t, home, "zmany", csv, cook.InputOptions{})
+	testhome.CookFile(t, home, "zmany", csv, cook.InputOptions{})
 	a := openTestApp(t, home)
 
 	f := a.Facets()

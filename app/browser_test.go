@@ -22,7 +22,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/energyscope/energyscope/app"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testserver"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -244,7 +244,7 @@ func TestBrowserUI(t *testing.T) {
 	ta := newTestApp(t)
 	// A real server with the same samples: the app syncs from it (it
 	// already holds its snapshots) and the Sync view shows it live.
-	server, srvURL := companiontest.SampleServer(t)
+	server, srvURL := testserver.SampleServer(t)
 	set := ta.GetSettings()
 	set.Server = srvURL
 	if r := ta.SaveSettings(set); r.Error != "" {

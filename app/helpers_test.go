@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/app"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 )
 
 // event is one EventsEmit.
@@ -105,7 +105,7 @@ var fixedNow = time.Date(2024, 6, 15, 12, 0, 0, 0, time.UTC)
 func newTestApp(t testing.TB) *testApp {
 	t.Helper()
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	return openTestApp(t, home)
 }
 

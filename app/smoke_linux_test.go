@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 )
 
 // TestWindowSmoke builds the real desktop app (Wails, GTK, WebKitGTK),
@@ -51,7 +51,7 @@ func TestWindowSmoke(t *testing.T) {
 	}
 
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	display, xauth := startXvfb(t)
 	art := artifactsDir(t)
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/synth"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/snapshot"
-	"github.com/energyscope/energyscope/server/cook/synth"
 )
 
 // Quick in-process microbenchmarks on a tiny dataset (2,000 series, 150K

@@ -24,8 +24,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/synth"
 	"github.com/energyscope/energyscope/localcache/format"
-	"github.com/energyscope/energyscope/server/cook/synth"
 )
 
 type scale struct {

@@ -10,10 +10,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/synth"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/server/cook"
 	"github.com/energyscope/energyscope/server/cook/samples"
-	"github.com/energyscope/energyscope/server/cook/synth"
 	"github.com/energyscope/energyscope/server/lake"
 	"github.com/energyscope/energyscope/sync/client"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/energyscope/energyscope/server/cook/synth"
+	"github.com/energyscope/energyscope/internal/synth"
 )
 
 func runGen(e *env, args []string) error {

@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/synth"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server/cook"
-	"github.com/energyscope/energyscope/server/cook/synth"
 )
 
 // The benchmarks run on a synthetic EIA-shaped dataset of 20,000 series and
-// 1.5M rows (server/cook/synth, seed 1), cooked once per process into a
+// 1.5M rows (internal/synth, seed 1), cooked once per process into a
 // temporary home.
 var synthData struct {
 	once  sync.Once

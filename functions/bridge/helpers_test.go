@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
@@ -23,7 +23,7 @@ import (
 func sampleHome(tb testing.TB) string {
 	tb.Helper()
 	home := tb.TempDir()
-	companiontest.CookSamples(tb, home)
+	testhome.CookSamples(tb, home)
 	return home
 }
 

@@ -4,7 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"io"
 	"os"
 	"path/filepath"
@@ -168,7 +168,7 @@ func TestExportStocks(t *testing.T) {
 	src, st := sampleSource(t)
 	ids := []string{"MSFT", "GOOG", "IBM"}
 	path, sum := export(t, src, xlsx.Request{Series: ids, From: "2003", To: "2005", Provenance: provenance(st)})
-	prices := companiontest.StockPrices(t, "2006-01-02")
+	prices := testhome.StockPrices(t, "2006-01-02")
 	if sum.Series != 3 || sum.Rows != 36 || sum.Charted != 3 {
 		t.Fatalf("summary %+v", sum)
 	}
@@ -282,7 +282,7 @@ func TestExportStocks(t *testing.T) {
 // cell and no cell is not a CSV point.
 func TestExportAllStocks(t *testing.T) {
 	src, _ := sampleSource(t)
-	prices := companiontest.StockPrices(t, "2006-01-02")
+	prices := testhome.StockPrices(t, "2006-01-02")
 	ids := []string{"AAPL", "AMZN", "GOOG", "IBM", "MSFT"}
 	path, sum := export(t, src, xlsx.Request{Series: ids})
 	f := open(t, path)

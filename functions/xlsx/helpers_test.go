@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/functions"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
 )
@@ -17,7 +17,7 @@ import (
 func sampleStore(t testing.TB) *localcache.Store {
 	t.Helper()
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	st, err := localcache.Open(home, &localcache.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

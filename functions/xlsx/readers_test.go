@@ -5,7 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,7 +106,7 @@ func TestLibreOffice(t *testing.T) {
 	}
 
 	// Values: every cell against stocks.csv.
-	prices := companiontest.StockPrices(t, "2006-01-02")
+	prices := testhome.StockPrices(t, "2006-01-02")
 	data := read(files.values, xlsx.DataSheet)
 	if strings.Join(data[0], ",") != "Date,MSFT,GOOG,IBM" || len(data) != 37 {
 		t.Fatalf("Data: header %v, %d rows", data[0], len(data))
@@ -208,7 +208,7 @@ func TestOpenpyxl(t *testing.T) {
 	py := pythonWithOpenpyxl()
 	needTool(t, "python3 with openpyxl", py != "")
 	files := writeReaderFiles(t)
-	prices := companiontest.StockPrices(t, "2006-01-02")
+	prices := testhome.StockPrices(t, "2006-01-02")
 
 	v := inspect(t, py, files.values)
 	if strings.Join(v.Sheets, ",") != "Data,Chart,Info" {

@@ -18,7 +18,8 @@ import (
 
 	"github.com/energyscope/energyscope/functions/bridge"
 	"github.com/energyscope/energyscope/internal/companion"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
+	"github.com/energyscope/energyscope/internal/testserver"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/client"
@@ -49,7 +50,7 @@ func bridgeClient(t *testing.T, c *companion.Companion) *http.Client {
 
 func TestStartOffline(t *testing.T) {
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	c, err := companion.Start(companion.Config{Home: home, Port: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func TestStartOffline(t *testing.T) {
 
 func TestBridgeOptional(t *testing.T) {
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestBridgeOptional(t *testing.T) {
 // empty home that syncs from it, changes its datasets, and receives a
 // live update.
 func TestSync(t *testing.T) {
-	srv, srvURL := companiontest.SampleServer(t)
+	srv, srvURL := testserver.SampleServer(t)
 
 	home := t.TempDir()
 	c, err := companion.Start(companion.Config{Home: home, Port: 0, Server: srvURL, Datasets: []string{"stocks"}})
@@ -255,7 +256,7 @@ func TestSettings(t *testing.T) {
 // reported with its error on the bridge's /v1/status; the others are not.
 func TestStatusNamesTheDamagedDatasetOnly(t *testing.T) {
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	dir := filepath.Join(home, localcache.DatasetsDir, "stocks", format.SnapshotsDir)
 	snaps, err := filepath.Glob(filepath.Join(dir, "e*"))
 	if err != nil || len(snaps) != 1 {

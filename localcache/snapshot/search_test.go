@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/synth"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
-	"github.com/energyscope/energyscope/server/cook/synth"
 )
 
 // catalogue cooks n synthetic EIA-shaped series (one row each) into a

@@ -27,7 +27,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/cook"
@@ -511,7 +511,7 @@ func TestThousandSubscribers(t *testing.T) {
 func bigHome(t *testing.T, rows int) string {
 	t.Helper()
 	home := t.TempDir()
-	companiontest.Publish(t, home, "big", companiontest.RandomTable(rows), format.WriteOptions{Epoch: 1})
+	testhome.Publish(t, home, "big", testhome.RandomTable(rows), format.WriteOptions{Epoch: 1})
 	return home
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/sync/client"
@@ -25,7 +25,7 @@ import (
 func bigServerHome(t *testing.T, rows int) string {
 	t.Helper()
 	home := t.TempDir()
-	companiontest.Publish(t, home, "big", companiontest.RandomTable(rows), format.WriteOptions{Epoch: 1})
+	testhome.Publish(t, home, "big", testhome.RandomTable(rows), format.WriteOptions{Epoch: 1})
 	return home
 }
 

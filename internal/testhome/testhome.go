@@ -1,14 +1,20 @@
-// Package companiontest builds homes for tests: the real sample data
+// Package testhome builds homes for tests: the real sample data
 // (server/cook/samples) cooked into datasets, as `es demo` cooks them,
-// and synthetic tables published as snapshots. It is imported by tests
-// only.
-package companiontest
+// and synthetic tables published as snapshots.
+//
+// It is imported by tests only (TestImportedByTestsOnly), of packages on
+// every level: the store's, the hub's, the sync client's, the functions',
+// the companion's and the app's. So it imports only what sits below all of
+// them: the format, the store (for its home layout) and the cook; never the
+// server, the hub, the sync client or the functions
+// (TestNoUpwardImports). A test that needs a running server takes
+// internal/testserver.
+package testhome
 
 import (
 	"encoding/csv"
 	"fmt"
 	"math/rand/v2"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +23,6 @@ import (
 
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
-	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/cook"
 	"github.com/energyscope/energyscope/server/cook/samples"
 )
@@ -88,22 +93,6 @@ func RandomTable(rows int) *format.Table {
 		}
 	}
 	return t
-}
-
-// SampleServer starts a central server (in process, on loopback) over a
-// fresh home with the samples cooked, closed when the test ends, and
-// returns it with its URL.
-func SampleServer(tb testing.TB) (*server.Server, string) {
-	tb.Helper()
-	home := tb.TempDir()
-	CookSamples(tb, home)
-	srv, err := server.New(server.Options{Home: home})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	tb.Cleanup(func() { hs.Close(); srv.Close() })
-	return srv, hs.URL
 }
 
 // StockPrices reads the sample stocks.csv into symbol -> month (its
