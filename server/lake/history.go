@@ -14,6 +14,27 @@ import (
 )
 
 // liveDataFiles lists the data files a snapshot reads (not deleted).
+// liveFiles lists the data files and the delete files snapshot s reads.
+func liveFiles(fs iceio.IO, s *table.Snapshot) (data, deletes []iceberg.DataFile, err error) {
+	mans, err := s.Manifests(fs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range mans {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return nil, nil, err
+			}
+			if m.ManifestContent() == iceberg.ManifestContentData {
+				data = append(data, e.DataFile())
+			} else {
+				deletes = append(deletes, e.DataFile())
+			}
+		}
+	}
+	return data, deletes, nil
+}
+
 func liveDataFiles(fs iceio.IO, s *table.Snapshot) ([]iceberg.DataFile, error) {
 	mans, err := s.Manifests(fs)
 	if err != nil {

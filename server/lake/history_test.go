@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -191,8 +192,10 @@ func TestConcurrentPublishers(t *testing.T) {
 
 // TestLosingAttemptLeavesNothing: a publish whose pinned parent moved
 // between staging and commit (another writer committed in between) is
-// refused by the catalog; the attempt's files are deleted, and the retry
-// lands on the new parent.
+// refused by the catalog; the attempt's manifests, manifest list and
+// metadata file are deleted while its data and Puffin files (written once
+// per publish) stay for the retry, which lands on the new parent with
+// them; a publish that fails deletes those too.
 func TestLosingAttemptLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	home := t.TempDir()
@@ -200,13 +203,18 @@ func TestLosingAttemptLeavesNothing(t *testing.T) {
 	other := openLake(t, home)
 	tab := sampleTable(t, "iowa")
 	mustPublish(t, l, "iowa", writeSnapshot(t, "iowa", tab, format.WriteOptions{}))
-	src, err := readSnapshot(writeSnapshot(t, "iowa", scaled(tab, 2), format.WriteOptions{}))
+	dir := writeSnapshot(t, "iowa", scaled(tab, 2), format.WriteOptions{})
+	src, err := readSnapshot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.close()
 	base, _ := l.Table(ctx, "iowa")
-	a, err := l.publishAttempt(ctx, base, src)
+	w, err := l.writeFiles(ctx, base, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.publishAttempt(ctx, base, src, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,10 +224,35 @@ func TestLosingAttemptLeavesNothing(t *testing.T) {
 	if committed || err == nil || fresh == nil {
 		t.Fatalf("commit on a moved parent: committed %v, err %v", committed, err)
 	}
-	checkNoOrphans(t, home, fresh)
-	if l.Metrics().FilesCleaned < 4 {
-		t.Fatalf("cleaned %d files; a losing attempt writes at least a data file, a manifest, a manifest list and a Puffin file", l.Metrics().FilesCleaned)
+	if l.Metrics().FilesCleaned < 2 {
+		t.Fatalf("cleaned %d files; a losing attempt writes at least a manifest and a manifest list", l.Metrics().FilesCleaned)
 	}
+	// Only the publish's own files are unreferenced now.
+	for loc := range w.keep {
+		if _, err := os.Stat(localPathOf(loc)); err != nil {
+			t.Fatalf("the losing attempt deleted %s, which the retry needs: %v", loc, err)
+		}
+	}
+	var extra []string
+	for _, f := range warehouseFiles(t, home) {
+		if !slices.Contains(referencedFiles(t, fresh), f) {
+			extra = append(extra, f)
+		}
+	}
+	if len(extra) != len(w.keep) {
+		t.Fatalf("unreferenced after the lost race: %v, want only the publish's %d data and Puffin files", extra, len(w.keep))
+	}
+	// The retry on the new parent lands with the same files.
+	a2, err := l.publishAttempt(ctx, fresh, src, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh2, committed, err := l.commit(ctx, "iowa", fresh, a2)
+	if !committed || err != nil {
+		t.Fatalf("retry: committed %v, %v", committed, err)
+	}
+	checkNoOrphans(t, home, fresh2)
+	sameRows(t, "the retried publish", scanRows(t, fresh2, a2.snap.SnapshotID), snapshotRows(t, dir))
 	// The full Publish retries and lands.
 	v, err := l.Publish(ctx, "iowa", writeSnapshot(t, "iowa", scaled(tab, 4), format.WriteOptions{}))
 	if err != nil {
@@ -228,6 +261,23 @@ func TestLosingAttemptLeavesNothing(t *testing.T) {
 	tbl, _ := l.Table(ctx, "iowa")
 	if headID(tbl) != v.IcebergSnapshot {
 		t.Fatal("publish after a lost race is not the head")
+	}
+	checkNoOrphans(t, home, tbl)
+	// A publish that fails after writing its files (it loses the race and
+	// may not retry) deletes them.
+	l.opts.MaxRetries = 0
+	var won Vintage
+	l.beforeCommit = func() {
+		won = mustPublish(t, other, "iowa", writeSnapshot(t, "iowa", scaled(tab, 6), format.WriteOptions{}))
+	}
+	_, err = l.Publish(ctx, "iowa", writeSnapshot(t, "iowa", scaled(tab, 5), format.WriteOptions{}))
+	l.beforeCommit = nil
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("publish that lost its only race: %v, want ErrConflict", err)
+	}
+	tbl, _ = l.Table(ctx, "iowa")
+	if headID(tbl) != won.IcebergSnapshot {
+		t.Fatal("the failed publish moved the head")
 	}
 	checkNoOrphans(t, home, tbl)
 }

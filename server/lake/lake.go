@@ -106,9 +106,6 @@ type Options struct {
 	// are older than this (younger ones may belong to a publish in
 	// flight). Default 1 hour.
 	OrphanMinAge time.Duration
-	// BatchRows is the number of rows per Arrow batch handed to the
-	// Parquet writer. Default 1 << 18.
-	BatchRows int
 	// Logger receives warnings (a losing attempt's cleanup that failed).
 	// nil discards.
 	Logger *slog.Logger
@@ -134,9 +131,6 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.OrphanMinAge <= 0 {
 		o.OrphanMinAge = time.Hour
-	}
-	if o.BatchRows <= 0 {
-		o.BatchRows = 1 << 18
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -181,6 +175,9 @@ type Lake struct {
 	// forceDownload makes OpenSnapshot download even from a file://
 	// warehouse (tests of the remote path).
 	forceDownload bool
+	// beforeCommit runs before each catalog commit (tests: another writer
+	// wins the race).
+	beforeCommit func()
 }
 
 // Open opens (creating if needed) the catalog and the namespace.

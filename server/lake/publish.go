@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	iceio "github.com/apache/iceberg-go/io"
@@ -29,13 +29,18 @@ import (
 // statistics file is the Puffin file of the serving artifacts, registered
 // in the same metadata swap. The table is created on first publish.
 //
+// The data files and the Puffin file are written once, at the same time
+// (they do not depend on the Iceberg snapshot), before the commit loop.
 // Concurrent publishers (in this process or others sharing the catalog)
 // are serialized by a compare-and-swap on the main branch: a publish pins
-// its parent, and a lost race is rebuilt on the new parent and retried
-// with jittered backoff (at most Options.MaxRetries times, then
-// ErrConflict). A losing attempt's files (data, manifests, manifest list,
-// Puffin, metadata) are deleted, so no orphan is left.
-func (l *Lake) Publish(ctx context.Context, dataset, snapshotDir string) (Vintage, error) {
+// its parent, and a lost race is rebuilt on the new parent (metadata
+// only: the same data and Puffin files) and retried with jittered backoff
+// (at most Options.MaxRetries times, then ErrConflict). A losing
+// attempt's manifests, manifest list and metadata file are deleted, and a
+// publish that fails deletes its data and Puffin files, so no orphan is
+// left (unless the commit's outcome is unknown: then they are kept, as
+// they may be referenced).
+func (l *Lake) Publish(ctx context.Context, dataset, snapshotDir string) (v Vintage, err error) {
 	if err := format.ValidDatasetName(dataset); err != nil {
 		return Vintage{}, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
@@ -51,9 +56,72 @@ func (l *Lake) Publish(ctx context.Context, dataset, snapshotDir string) (Vintag
 	if err != nil {
 		return Vintage{}, err
 	}
+	w, err := l.writeFiles(ctx, t, src)
+	if err != nil {
+		return Vintage{}, err
+	}
+	defer func() {
+		if err != nil && !errors.Is(err, errUnknownOutcome) {
+			w.remove()
+		}
+	}()
 	return l.commitRetrying(ctx, dataset, t, func(t *table.Table) (*attempt, error) {
-		return l.publishAttempt(ctx, t, src)
+		return l.publishAttempt(ctx, t, src, w)
 	})
+}
+
+// written is what a publish wrote before its commit loop.
+type written struct {
+	fs     iceio.WriteFileIO
+	data   []iceberg.DataFile
+	puffin string
+	sf     table.StatisticsFile // snapshot ids unset
+	keep   map[string]bool      // every location above
+}
+
+func (w *written) remove() {
+	for loc := range w.keep {
+		w.fs.Remove(loc)
+	}
+}
+
+// writeFiles writes the data files and the Puffin file of src at the same
+// time and reads the data files' footers back into Iceberg data files.
+func (l *Lake) writeFiles(ctx context.Context, t *table.Table, src *source) (*written, error) {
+	fs, err := writableFS(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	w := &written{fs: fs, keep: map[string]bool{}}
+	var (
+		wg        sync.WaitGroup
+		puffinErr error
+	)
+	wg.Go(func() {
+		w.sf, w.puffin, puffinErr = writePuffin(fs, t.Location(), src)
+	})
+	locs, dataErr := writeDataFiles(ctx, fs, t.Location(), src)
+	wg.Wait()
+	for _, loc := range locs {
+		w.keep[loc] = true
+	}
+	if w.puffin != "" {
+		w.keep[w.puffin] = true
+	}
+	if err := errors.Join(dataErr, puffinErr); err != nil {
+		w.remove()
+		return nil, err
+	}
+	spec := t.Spec()
+	for _, loc := range locs {
+		df, err := table.FileToDataFile(ctx, fs, loc, t.Schema(), spec, 0, t.Properties())
+		if err != nil {
+			w.remove()
+			return nil, fmt.Errorf("lake: read back %s: %w", loc, err)
+		}
+		w.data = append(w.data, df)
+	}
+	return w, nil
 }
 
 // readSnapshot reads a snapshot directory's manifest and files, checks
@@ -119,12 +187,13 @@ type attempt struct {
 	staged  *table.StagedTable
 	snap    *table.Snapshot
 	updates []table.Update
-	puffin  string // Puffin location, "" if none written
+	puffin  string          // Puffin location, "" if none written
+	keep    map[string]bool // files the attempt reuses and must not delete
 }
 
-// publishAttempt stages an overwrite of t's contents with src's rows and
-// writes the Puffin file for the staged snapshot.
-func (l *Lake) publishAttempt(ctx context.Context, t *table.Table, src *source) (*attempt, error) {
+// publishAttempt stages, on t, the replacement of the table's contents by
+// w's data files and registers w's Puffin file for the staged snapshot.
+func (l *Lake) publishAttempt(ctx context.Context, t *table.Table, src *source, w *written) (*attempt, error) {
 	txn := t.NewTransaction()
 	if err := txn.AssertRefSnapshotID(table.MainBranch); err != nil {
 		return nil, err
@@ -135,25 +204,29 @@ func (l *Lake) publishAttempt(ctx context.Context, t *table.Table, src *source) 
 		SummaryCoversSeq: strconv.FormatUint(src.m.CoversThroughSeq, 10),
 		SummaryRows:      strconv.FormatInt(src.m.Rows, 10),
 	}
-	rdr := array.ReaderFromIter(arrowSchema(src.m.PeriodType), src.batches(l.opts.BatchRows))
-	defer rdr.Release()
-	if err := txn.Overwrite(ctx, rdr, props, table.WithOverwriteConcurrency(1)); err != nil {
-		return nil, fmt.Errorf("lake: write data files: %w", err)
+	var err error
+	if head := t.CurrentSnapshot(); head == nil {
+		err = txn.AddDataFiles(ctx, w.data, props)
+	} else {
+		var fs iceio.IO
+		if fs, err = t.FS(ctx); err != nil {
+			return nil, err
+		}
+		data, deletes, lerr := liveFiles(fs, head)
+		if lerr != nil {
+			return nil, lerr
+		}
+		err = txn.ReplaceFiles(ctx, data, w.data, deletes, props)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lake: stage the data files: %w", err)
 	}
 	a, err := stage(txn)
 	if err != nil {
 		return nil, err
 	}
-	fs, err := writableFS(ctx, t)
-	if err != nil {
-		return a, err
-	}
-	sf, loc, err := writePuffin(fs, t.Location(), a.snap, src)
-	if err != nil {
-		return a, err
-	}
-	a.puffin = loc
-	a.updates = append(a.updates, table.NewSetStatisticsUpdate(sf))
+	a.keep = w.keep
+	a.updates = append(a.updates, table.NewSetStatisticsUpdate(forSnapshot(w.sf, a.snap)))
 	return a, nil
 }
 
@@ -193,6 +266,9 @@ func (l *Lake) commitRetrying(ctx context.Context, dataset string, t *table.Tabl
 		if err != nil {
 			l.cleanup(ctx, t, a, nil)
 			return Vintage{}, err
+		}
+		if l.beforeCommit != nil {
+			l.beforeCommit()
 		}
 		fresh, committed, err := l.commit(ctx, dataset, t, a)
 		if committed {
@@ -244,7 +320,7 @@ func (l *Lake) commit(ctx context.Context, dataset string, base *table.Table, a 
 	}
 	if lerr != nil {
 		// Unknown outcome: keep the files (they may be referenced).
-		return nil, false, fmt.Errorf("lake: commit %s: %w (and reloading: %v)", dataset, err, lerr)
+		return nil, false, fmt.Errorf("lake: commit %s: %w (and reloading: %v): %w", dataset, err, lerr, errUnknownOutcome)
 	}
 	if headID(fresh) == a.snap.SnapshotID {
 		a.txn.MarkCommitted()
@@ -253,6 +329,10 @@ func (l *Lake) commit(ctx context.Context, dataset string, base *table.Table, a 
 	l.cleanup(ctx, base, a, fresh)
 	return fresh, false, err
 }
+
+// errUnknownOutcome: a commit failed and the table could not be reloaded
+// to tell whether it landed; the files it references are kept.
+var errUnknownOutcome = errors.New("lake: commit outcome unknown")
 
 func randN(n int64) int64 { return rand.Int64N(n) }
 
@@ -285,7 +365,7 @@ func (l *Lake) cleanup(ctx context.Context, base *table.Table, a *attempt, fresh
 		return
 	}
 	var doomed []string
-	if a.puffin != "" {
+	if a.puffin != "" && !a.keep[a.puffin] {
 		doomed = append(doomed, a.puffin)
 	}
 	if a.snap != nil {
@@ -304,7 +384,7 @@ func (l *Lake) cleanup(ctx context.Context, base *table.Table, a *attempt, fresh
 					l.opts.Logger.Warn("lake: cleanup: read manifest", "manifest", m.FilePath(), "err", err)
 					break
 				}
-				if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == a.snap.SnapshotID {
+				if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == a.snap.SnapshotID && !a.keep[e.DataFile().FilePath()] {
 					doomed = append(doomed, e.DataFile().FilePath())
 				}
 			}

@@ -89,16 +89,21 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // writePuffin writes the serving artifacts of src as a Puffin file under
-// the table's metadata directory, for Iceberg snapshot snap, and returns
-// the statistics file to register and the file's location. Every artifact
-// blob starts on a PageSize boundary (padding blobs fill the gaps).
-func writePuffin(fs iceio.WriteFileIO, tableLocation string, snap *table.Snapshot, src *source) (table.StatisticsFile, string, error) {
-	loc := fmt.Sprintf("%s/metadata/es-serving-%d-%s.puffin", tableLocation, snap.SnapshotID, uuid.NewString())
+// the table's metadata directory and returns the statistics file to
+// register (its snapshot ids still unset: see forSnapshot) and the
+// file's location. The file does not depend on the Iceberg snapshot it
+// will be registered for (its blobs carry snapshot-id and
+// sequence-number -1, "not known when written", as Iceberg's deletion
+// vectors do), so one Puffin file serves every attempt of a publish.
+// Every artifact blob starts on a PageSize boundary (padding blobs fill
+// the gaps).
+func writePuffin(fs iceio.WriteFileIO, tableLocation string, src *source) (table.StatisticsFile, string, error) {
+	loc := fmt.Sprintf("%s/metadata/es-serving-%s-%s.puffin", tableLocation, src.m.SnapshotID, uuid.NewString())
 	f, err := fs.Create(loc)
 	if err != nil {
 		return table.StatisticsFile{}, "", err
 	}
-	sf, err := writePuffinTo(f, loc, snap, src)
+	sf, err := writePuffinTo(f, loc, src)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -109,7 +114,18 @@ func writePuffin(fs iceio.WriteFileIO, tableLocation string, snap *table.Snapsho
 	return sf, loc, nil
 }
 
-func writePuffinTo(f io.Writer, loc string, snap *table.Snapshot, src *source) (table.StatisticsFile, error) {
+// forSnapshot is sf registered for snap.
+func forSnapshot(sf table.StatisticsFile, snap *table.Snapshot) table.StatisticsFile {
+	sf.SnapshotID = snap.SnapshotID
+	sf.BlobMetadata = append([]table.BlobMetadata(nil), sf.BlobMetadata...)
+	for i := range sf.BlobMetadata {
+		sf.BlobMetadata[i].SnapshotID = snap.SnapshotID
+		sf.BlobMetadata[i].SequenceNumber = snap.SequenceNumber
+	}
+	return sf
+}
+
+func writePuffinTo(f io.Writer, loc string, src *source) (table.StatisticsFile, error) {
 	cw := &countingWriter{w: f}
 	w, err := puffin.NewWriter(cw)
 	if err != nil {
@@ -122,14 +138,15 @@ func writePuffinTo(f io.Writer, loc string, snap *table.Snapshot, src *source) (
 		return table.StatisticsFile{}, err
 	}
 	fields := []int32{fieldSeriesID, fieldPeriod, fieldValue}
-	sf := table.StatisticsFile{SnapshotID: snap.SnapshotID, StatisticsPath: loc}
+	sf := table.StatisticsFile{StatisticsPath: loc}
+	const unknown = -1
 	for _, a := range artifactBlobs {
 		b, ok := src.files[a.file]
 		if !ok {
 			continue
 		}
 		if pad := (puffinAlign - cw.n%puffinAlign) % puffinAlign; pad != 0 {
-			if _, err := w.AddBlob(puffin.BlobMetadataInput{Type: BlobPadding, SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: []int32{}}, make([]byte, pad)); err != nil {
+			if _, err := w.AddBlob(puffin.BlobMetadataInput{Type: BlobPadding, SnapshotID: unknown, SequenceNumber: unknown, Fields: []int32{}}, make([]byte, pad)); err != nil {
 				return table.StatisticsFile{}, err
 			}
 		}
@@ -139,7 +156,7 @@ func writePuffinTo(f io.Writer, loc string, snap *table.Snapshot, src *source) (
 			sum = hex.EncodeToString(h[:])
 		}
 		props := map[string]string{PropFile: a.file, PropSHA256: sum}
-		bm, err := w.AddBlob(puffin.BlobMetadataInput{Type: puffin.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: props}, b)
+		bm, err := w.AddBlob(puffin.BlobMetadataInput{Type: puffin.BlobType(a.blob), SnapshotID: unknown, SequenceNumber: unknown, Fields: fields, Properties: props}, b)
 		if err != nil {
 			return table.StatisticsFile{}, err
 		}
@@ -148,7 +165,7 @@ func writePuffinTo(f io.Writer, loc string, snap *table.Snapshot, src *source) (
 			tprops[PropOffset] = strconv.FormatInt(bm.Offset, 10)
 			tprops[PropLength] = strconv.FormatInt(bm.Length, 10)
 		}
-		sf.BlobMetadata = append(sf.BlobMetadata, table.BlobMetadata{Type: table.BlobType(a.blob), SnapshotID: snap.SnapshotID, SequenceNumber: snap.SequenceNumber, Fields: fields, Properties: tprops})
+		sf.BlobMetadata = append(sf.BlobMetadata, table.BlobMetadata{Type: table.BlobType(a.blob), Fields: fields, Properties: tprops})
 	}
 	footerStart := cw.n
 	if err := w.Finish(); err != nil {
