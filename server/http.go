@@ -44,6 +44,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("PUT /v1/datasets/{name}", s.route(routeBody, ScopeWrite, http.HandlerFunc(s.handleReplace)))
 	mux.Handle("GET /v1/series/{id}", s.route(routePlain, ScopeRead, http.HandlerFunc(s.handleSeries)))
 	mux.Handle("GET /v1/files/{name}/{sha}", s.route(routeStream, ScopeRead, http.HandlerFunc(s.handleFile)))
+	// Vintages (vintages.go); ?asof= on GET /v1/series/{id} too.
+	mux.Handle("GET /v1/datasets/{name}/vintages", s.route(routePlain, ScopeRead, http.HandlerFunc(s.handleVintages)))
+	mux.Handle("GET /v1/series/{id}/revisions", s.route(routePlain, ScopeRead, http.HandlerFunc(s.handleRevisions)))
+	mux.Handle("POST /v1/datasets/{name}/rollback", s.route(routePlain, ScopeWrite, http.HandlerFunc(s.handleRollback)))
+	mux.Handle("POST /v1/datasets/{name}/tags", s.route(routeBody, ScopeWrite, http.HandlerFunc(s.handleTag)))
 	return s.recoverPanics(mux)
 }
 
@@ -294,6 +299,10 @@ func parseTimeParam(v string, end bool) (int64, error) {
 }
 
 func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("asof") {
+		s.handleSeriesAsOf(w, r)
+		return
+	}
 	id := r.PathValue("id")
 	from, err := parseTimeParam(r.URL.Query().Get("from"), false)
 	if err != nil {

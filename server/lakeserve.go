@@ -119,6 +119,7 @@ func (s *Server) publishToLake(dataset, dir string, m *format.Manifest) error {
 	s.lk.Unlock()
 	s.log.Info("published to the lake", "dataset", dataset, "snapshot", v.Snapshot, "iceberg_snapshot", v.IcebergSnapshot,
 		"epoch", v.Epoch, "covers", v.CoversSeq, "seconds", time.Since(start).Seconds())
+	s.expireAfterPublish(dataset) // retention (vintages.go), in the background
 	return nil
 }
 

@@ -71,6 +71,12 @@ type Options struct {
 	// reconciles the home with it. nil: no lake, snapshots live only in
 	// the home. The caller opens it and closes it after Close.
 	Lake *lake.Lake
+	// KeepVintages and KeepVintageFor are the lake's retention, applied
+	// after each publish (ExpireVintages): the newest KeepVintages
+	// vintages and those younger than KeepVintageFor are kept, tagged and
+	// current ones always. Both zero: every vintage is kept.
+	KeepVintages   int
+	KeepVintageFor time.Duration
 }
 
 // ConnOptions are the connection limits of HTTPServer. Zero values take
@@ -170,6 +176,8 @@ type Server struct {
 	// ctx is cancelled by Close (bounds publishes and lake checks).
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	vint vintageState // as-of reads, rollback, retention (vintages.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -895,5 +903,6 @@ func (s *Server) Close() error {
 		d.histLog.Close()
 	}
 	s.mu.Unlock()
+	s.closeVintages()
 	return s.store.Close()
 }
