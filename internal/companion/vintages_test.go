@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -391,5 +392,169 @@ func TestCompanionAsOfVersion2Server(t *testing.T) {
 	}
 	if sawV3.Load() {
 		t.Fatal("a version 3 request went to a version 2 server")
+	}
+}
+
+// TestBrowserAsOf is the add-in end to end for vintages: headless
+// Chromium runs the add-in's own ES.GET and ES.REVISIONS (functions.js,
+// served by the companion's bridge over HTTPS) against a companion that
+// fetches the vintage from the server over its sync connection. Without
+// chromium or playwright-core it is skipped, except under CI=true.
+func TestBrowserAsOf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	ci := os.Getenv("CI") == "true"
+	node, err := exec.LookPath("node")
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	addin := filepath.Join("..", "..", "functions", "addin")
+	_, errC := os.Stat(chromium)
+	_, errP := os.Stat(filepath.Join(addin, "node_modules", "playwright-core"))
+	if err != nil || errC != nil || errP != nil {
+		if ci {
+			t.Fatalf("node %v, %s %v, playwright-core %v (CI=true: scripts/install-deps.sh installs them)", err, chromium, errC, errP)
+		}
+		t.Skipf("node %v, %s %v, playwright-core %v", err, chromium, errC, errP)
+	}
+	vs, hs, _ := newVintageServer(t)
+	c, err := companion.Start(companion.Config{Home: t.TempDir(), Port: 0, Server: hs.URL, Datasets: []string{"stocks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeC(t, c)
+	waitFor(t, "the current snapshot synced", func() bool {
+		_, id, _, err := c.Store().State("stocks")
+		return err == nil && id == vs.vintages[2].info.Snapshot
+	})
+	calls := []map[string]any{
+		{"fn": "GET", "args": []any{[][]any{{"MSFT"}}, "2000-01-01", "2000-01-31", [][][]any{{{"asof=2026-09-15"}}}}},
+		{"fn": "GET", "args": []any{[][]any{{"MSFT"}}, "2000-01", "2000-01", [][][]any{{{"asof=q3-close"}}}}},
+		{"fn": "REVISIONS", "args": []any{[][]any{{"MSFT"}}, "2000-01"}},
+		{"fn": "GET", "args": []any{[][]any{{"MSFT"}}, nil, nil, [][][]any{{{"asof=2026-13-01"}}}}},
+		{"fn": "GET", "args": []any{[][]any{{"MSFT"}}, nil, nil, [][][]any{{{"asof=e9-s9-0123456789ab"}}}}},
+	}
+	b, _ := json.Marshal(calls)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "tools/browser-test.js")
+	cmd.Dir = addin
+	cmd.Env = append(os.Environ(),
+		"ES_BRIDGE_URL="+c.Bridge().URL(),
+		"ES_SPKI="+c.Bridge().Certs().SPKIHash(),
+		"ES_TEST_CONTROL=",
+		"ES_CALLS="+string(b),
+		"CHROMIUM="+chromium,
+	)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("browser test: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var got struct {
+		Results []json.RawMessage `json:"results"`
+		Errors  []string          `json:"errors"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("browser output: %v\n%s", err, out)
+	}
+	serial := func(i int) string {
+		return fmt.Sprint(vs.vintages[i].info.CommittedAt.Unix()/86400 + 25569)
+	}
+	want := []string{
+		`{"value":[[36526,39.81]]}`,
+		`{"value":[[36526,1000]]}`,
+		`{"value":[["Vintage","MSFT"],[` + serial(0) + `,39.81],[` + serial(1) + `,1000],[` + serial(2) + `,2000]]}`,
+		`{"error":{"code":"#VALUE!","message":"option asof=2026-13-01: not a date: ` + errBadAsOf + `"}}`,
+		`{"error":{"code":"#N/A","message":"MSFT: vintage asof=e9-s9-0123456789ab: unknown vintage (no vintage e9-s9-0123456789ab in dataset stocks)"}}`,
+	}
+	for i, w := range want {
+		if i >= len(got.Results) || string(got.Results[i]) != w {
+			t.Errorf("formula %d: got %s\nwant %s", i, got.Results[min(i, len(got.Results)-1)], w)
+		}
+	}
+	if len(got.Errors) > 0 {
+		t.Errorf("page errors: %v", got.Errors)
+	}
+}
+
+// TestCompanionAsOfBatchAsksOnce: sheets recalculating many cells as of
+// one day (several /v1/calc batches at once) ask the server once and
+// download the vintage once.
+func TestCompanionAsOfBatchAsksOnce(t *testing.T) {
+	vs, hs, _ := newVintageServer(t)
+	c, err := companion.Start(companion.Config{Home: t.TempDir(), Port: 0, Server: hs.URL, Datasets: []string{"stocks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeC(t, c)
+	waitFor(t, "the current snapshot synced", func() bool {
+		_, id, _, err := c.Store().State("stocks")
+		return err == nil && id == vs.vintages[2].info.Snapshot
+	})
+	before := c.Engine().Stats.BytesDownloaded.Load()
+	// Eight requests at once, as Excel's batches from several sheets come.
+	type answer struct {
+		code int
+		body []byte
+		err  error
+	}
+	answers := make(chan answer, 8)
+	cl := bridgeClient(t, c)
+	cl.Timeout = 60 * time.Second
+	for range 8 {
+		go func() {
+			var calls []any
+			for i := range 5 {
+				id := []string{"MSFT", "IBM", "AAPL", "AMZN"}[i%4]
+				calls = append(calls, map[string]any{"fn": "ES.Get", "args": []any{id, "2000-01", "2000-01", "asof=2026-10-15"}})
+			}
+			body, _ := json.Marshal(map[string]any{"calls": calls})
+			req, _ := http.NewRequest("POST", c.Bridge().URL()+"/v1/calc", strings.NewReader(string(body)))
+			req.Header.Set("Authorization", "Bearer "+c.Bridge().Token())
+			resp, err := cl.Do(req)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, b, err}
+		}()
+	}
+	for range 8 {
+		a := <-answers
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		var out struct {
+			Results []struct {
+				Value [][]any `json:"value"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(a.body, &out); err != nil || len(out.Results) != 5 {
+			t.Fatalf("calc: %d %s", a.code, a.body)
+		}
+		if v := out.Results[0].Value; len(v) != 1 || v[0][1] != 1000.0 {
+			t.Fatalf("MSFT as of 2026-10-15: %s", a.body)
+		}
+		for i, r := range out.Results {
+			if len(r.Value) != 1 {
+				t.Fatalf("call %d: %s", i, a.body)
+			}
+		}
+	}
+	if n := vs.asked.Load(); n != 1 {
+		t.Fatalf("%d vintage requests for one WHEN, want 1", n)
+	}
+	var size int64
+	for _, f := range vs.vintages[1].man.Files {
+		size += f.Size
+	}
+	if n := c.Engine().Stats.BytesDownloaded.Load() - before; n != size {
+		t.Fatalf("%d bytes downloaded, want %d (the vintage once)", n, size)
 	}
 }

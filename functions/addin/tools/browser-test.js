@@ -6,7 +6,8 @@
 //   ES_BRIDGE_URL     the bridge
 //   ES_SPKI           base64 SHA-256 of the bridge certificate's public key
 //                     (Chromium then accepts exactly that certificate)
-//   ES_TEST_CONTROL   plain-HTTP helper that applies updates
+//   ES_TEST_CONTROL   plain-HTTP helper that applies updates (optional:
+//                     without it ES.LIVE is not streamed)
 //   CHROMIUM          the browser (default /usr/bin/chromium)
 //   ES_SCREENSHOT     optional PNG path
 "use strict";
@@ -53,14 +54,19 @@ async function main() {
     const calls = JSON.parse(process.env.ES_CALLS);
     const results = await page.evaluate((c) => window.esTest.run(c), calls);
 
-    await page.evaluate(() => {
-      window.__live = window.esTest.stream("LIVE", [[["MSFT"]]]);
-    });
-    await page.waitForFunction(() => window.__live.results.length >= 1, null, { timeout: 10000 });
-    const resp = await fetch(control + "/apply?series=MSFT&value=77.25", { method: "POST" });
-    if (resp.status !== 200) throw new Error("control: " + resp.status);
-    await page.waitForFunction(() => window.__live.results.length >= 2, null, { timeout: 10000 });
-    const live = await page.evaluate(() => window.__live.results);
+    // ES.LIVE streams an update the control server applies (skipped
+    // without ES_TEST_CONTROL: a run that only evaluates ES_CALLS).
+    let live = [];
+    if (control) {
+      await page.evaluate(() => {
+        window.__live = window.esTest.stream("LIVE", [[["MSFT"]]]);
+      });
+      await page.waitForFunction(() => window.__live.results.length >= 1, null, { timeout: 10000 });
+      const resp = await fetch(control + "/apply?series=MSFT&value=77.25", { method: "POST" });
+      if (resp.status !== 200) throw new Error("control: " + resp.status);
+      await page.waitForFunction(() => window.__live.results.length >= 2, null, { timeout: 10000 });
+      live = await page.evaluate(() => window.__live.results);
+    }
 
     await page.fill("#q", "MS");
     await page.click("#search");
