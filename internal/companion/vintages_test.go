@@ -20,7 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/energyscope/energyscope/internal/companion"
-	"github.com/energyscope/energyscope/internal/companion/companiontest"
+	"github.com/energyscope/energyscope/internal/testhome"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
@@ -378,7 +378,7 @@ func TestCompanionAsOfVersion2Server(t *testing.T) {
 	}))
 	defer hs.Close()
 	home := t.TempDir()
-	companiontest.CookSamples(t, home)
+	testhome.CookSamples(t, home)
 	c, err := companion.Start(companion.Config{Home: home, Port: 0, Server: hs.URL, Datasets: []string{"stocks"}})
 	if err != nil {
 		t.Fatal(err)
