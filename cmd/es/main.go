@@ -83,7 +83,7 @@ func commands() []command {
 	return []command{
 		{"gen", "--out FILE [--series N --rows M --seed S --intraday]", "generate a synthetic energy dataset (.csv or .parquet)", runGen},
 		{"cook", "--dataset NAME --in FILE [--in FILE ...] [mapping flags]", "cook source files into a dataset snapshot", runCook},
-		{"get", "[--dataset NAME] SERIES[,SERIES...] [FROM [TO]] [key=value ...]", "print a series as CSV period,value (ES.Get's dates and options: per=M chg=pct days=weekdays ...)", runGet},
+		{"get", "[--dataset NAME] [--asof WHEN] SERIES[,SERIES...] [FROM [TO]] [key=value ...]", "print a series as CSV period,value (ES.Get's dates and options: per=M chg=pct days=weekdays ...; --asof: as a lake vintage had it)", runGet},
 		{"info", "SERIES", "print a series' metadata as JSON", runInfo},
 		{"search", "QUERY [--limit N]", "find series by id or name", runSearch},
 		{"put", "--dataset NAME [--delete] FILE", "apply CSV rows as live updates (durable on return)", runPut},
@@ -91,6 +91,9 @@ func commands() []command {
 		{"serve", "[--listen ADDR] [--tls-cert F --tls-key F] [--tokens FILE]", "run the central server: ingest, lookups, snapshot and delta streaming", runServe},
 		{"token", "add|ls|rm [--name NAME] [--scope read|write]", "manage the server's access tokens", runToken},
 		{"ls", "", "list datasets, their snapshots and pending updates", runLs},
+		{"vintages", "--dataset NAME [--json]", "list a server home's lake vintages of a dataset (every published snapshot)", runVintages},
+		{"tag", "--dataset NAME --vintage V --name TAG", "name a lake vintage; a tagged vintage is never expired", runTag},
+		{"rollback", "--dataset NAME --to V", "make a lake vintage current again, as a new epoch (pending updates are dropped, as by a PUT)", runRollback},
 		{"verify", "[--dataset NAME]", "check every file of every snapshot (SHA-256 and structure) and every write-ahead log (CRC, seqs)", runVerify},
 		{"export", "--out FILE.xlsx SERIES... [--from D --to D --per P --agg A --fill F] [--formulas]", "write series to an Excel workbook: data table, chart, info", runExport},
 		{"demo", "[--home DIR]", "generate, cook and query a small dataset plus the real samples", runDemo},

@@ -83,9 +83,12 @@ func formatPeriod(unix int64, intraday bool) string {
 }
 
 func runGet(e *env, args []string) error {
-	var home, dataset string
+	var home, dataset, asof string
+	var lf lakeFlags
 	fs := newFlags(e, "get", &home)
 	fs.StringVar(&dataset, "dataset", "", "look the series up in this dataset only")
+	fs.StringVar(&asof, "asof", "", "read the series as the lake vintage WHEN had it (an RFC 3339 time, a date, an es snapshot id or a tag; a server home)")
+	lf.add(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -102,6 +105,15 @@ func runGet(e *env, args []string) error {
 	ref := pos[0]
 	if dataset != "" {
 		ref = dataset + ":" + ref
+	}
+	if asof != "" {
+		if len(optArgs) > 0 || strings.Contains(pos[0], ",") {
+			return usagef("--asof reads one series, without key=value options")
+		}
+		return getAsOf(e, home, &lf, ref, asof, from, to)
+	}
+	if lf.set() {
+		return usagef("--catalog, --warehouse and --s3-endpoint go with --asof")
 	}
 	st, err := openStore(home)
 	if err != nil {
