@@ -41,8 +41,13 @@ func runServe(e *env, args []string) error {
 	fs.IntVar(&conn.MaxUnauthConns, "max-unauth-conns", 256, "open connections without a passed token check; over it the oldest is closed")
 	var lf lakeFlags
 	lf.add(fs)
+	keepVintages := fs.Int("keep-vintages", 0, "lake retention: after each publish keep this many newest vintages per dataset (0 = no count limit; tagged and current vintages are always kept)")
+	keepVintageDays := fs.Float64("keep-vintage-days", 0, "lake retention: after each publish also keep the vintages younger than this many days (0 = no age limit)")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if *keepVintages < 0 || *keepVintageDays < 0 {
+		return usagef("--keep-vintages and --keep-vintage-days must not be negative")
 	}
 	if tokensFile == "" {
 		tokensFile = filepath.Join(home, server.TokensFile)
@@ -66,7 +71,8 @@ func runServe(e *env, args []string) error {
 	}
 	defer lk.Close()
 	srv, err := server.New(server.Options{Home: home, Logger: log, Tokens: tokens, CompactRows: *compactRows, CompactAt: compactAt, Keep: *keep,
-		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk})
+		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk,
+		KeepVintages: *keepVintages, KeepVintageFor: time.Duration(*keepVintageDays * float64(24*time.Hour))})
 	if err != nil {
 		return err
 	}
