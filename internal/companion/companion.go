@@ -4,6 +4,10 @@
 // the store in step with it. `es companion` and the desktop app (app/)
 // both start it, so that they behave the same.
 //
+// It answers the Excel functions' as-of reads and revisions (vintages.go):
+// from the vintages it holds (the store's snapshot, the bounded vintage
+// cache under the home), else over the sync connection.
+//
 // It also keeps the desktop app's settings (server, token, home, bridge
 // port, datasets) in the user's configuration directory.
 //

@@ -33,6 +33,8 @@
 //   - apply.go: deltas made durable and acknowledged; a failing apply and its retry.
 //   - rebase.go: a server reset, a snapshot answered by local compaction or by download.
 //   - download.go: the resumable, chunk-verified snapshot download and its install.
+//   - vintage.go: protocol version 3's vintage and revisions requests, and a
+//     vintage's files fetched like a snapshot's into the caller's Stage.
 //   - progress.go: Progress for a UI (states, lag, rate, ETA).
 //   - metrics.go: Metrics, the counters and each completed download's accounting.
 //   - state.go, errors.go: the dataset states and the errors callers check.
