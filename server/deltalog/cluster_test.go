@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/energyscope/energyscope/localcache/format"
 )
 
 // testCluster is three nodes on 127.0.0.1, each a child process (so a
@@ -190,6 +192,9 @@ func killLoop(t *testing.T, rounds int, victim func(round, leader int) int) Metr
 	// The writer lists the nodes in an order that starts elsewhere than
 	// the admin connection, and fails over between them.
 	w := startWriter(t, c.connect(strings.Join([]string{c.url(2), c.url(1), c.url(0)}, ",")), 50)
+	// A follower (a replica's live tail) on another connection through
+	// every kill: what it sees must be the log, in order, nothing twice.
+	f := startFollower(t, c.connect(strings.Join([]string{c.url(1), c.url(0), c.url(2)}, ",")))
 	t.Logf("cluster up, writer started in %v", time.Since(t0))
 	leaderKills := 0
 	for r := range rounds {
@@ -208,10 +213,73 @@ func killLoop(t *testing.T, rounds int, victim func(round, leader int) int) Metr
 	t.Logf("%d rounds in %v", rounds, time.Since(t0))
 	acked := w.finish()
 	got := checkLog(t, c.connect(c.url(rand.IntN(3))), "pet", 50, acked)
+	f.waitFor(t, uint64(got), 30*time.Second)
 	m := w.l.Metrics()
-	t.Logf("%d rounds (%d leader kills): %d batches acknowledged, %d records; writer: %+v, %d errors out of Append",
-		rounds, leaderKills, len(acked), got, m, w.errs)
+	t.Logf("%d rounds (%d leader kills): %d batches acknowledged, %d records; writer: %+v, %d errors out of Append; follower restarted %d times",
+		rounds, leaderKills, len(acked), got, m, w.errs, f.restarts.Load())
 	return m
+}
+
+// follower follows "pet" from seq 1, checking that each record follows
+// the one before; when Follow fails (its node died, an election) it
+// follows again from the next seq, as a replica would.
+type follower struct {
+	next     atomic.Uint64 // next seq expected
+	restarts atomic.Int64
+	bad      atomic.Pointer[string]
+}
+
+func startFollower(t *testing.T, l *Log) *follower {
+	f := &follower{}
+	f.next.Store(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			err := l.Follow(ctx, "pet", f.next.Load(), func(recs []format.Record) error {
+				for _, r := range recs {
+					if want := f.next.Load(); r.Seq != want {
+						msg := fmt.Sprintf("followed seq %d, want %d", r.Seq, want)
+						f.bad.Store(&msg)
+						return errors.New(msg)
+					}
+					f.next.Add(1)
+				}
+				return nil
+			})
+			if f.bad.Load() != nil || ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, ErrTrimmed) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrAhead) {
+				msg := err.Error()
+				f.bad.Store(&msg)
+				return
+			}
+			f.restarts.Add(1)
+			pause(ctx, 100*time.Millisecond)
+		}
+	}()
+	return f
+}
+
+// waitFor waits until the follower has seen every seq through head.
+func (f *follower) waitFor(t *testing.T, head uint64, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for f.next.Load() <= head {
+		if p := f.bad.Load(); p != nil {
+			t.Fatalf("follower: %s", *p)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("follower at seq %d, head %d after %v", f.next.Load(), head, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := f.bad.Load(); p != nil {
+		t.Fatalf("follower: %s", *p)
+	}
 }
 
 // Kill -9 of a follower while a writer appends, 20 rounds (nightly: 200
