@@ -62,6 +62,9 @@ type Config struct {
 	// why. The desktop app sets it, since browsing the data does not need
 	// Excel; `es companion` exists for the bridge and leaves it unset.
 	BridgeOptional bool
+	// VintageCache bounds the vintages kept for as-of reads (count and
+	// bytes); zero fields are localcache.DefaultVintageCacheOptions'.
+	VintageCache localcache.VintageCacheOptions
 	// Logger receives warnings and errors; nil discards.
 	Logger *slog.Logger
 }
@@ -111,7 +114,9 @@ func Start(cfg Config) (*Companion, error) {
 	if err != nil {
 		return nil, err
 	}
-	vc, err := localcache.OpenVintageCache(cfg.Home, &localcache.VintageCacheOptions{Logger: log})
+	vo := cfg.VintageCache
+	vo.Logger = log
+	vc, err := localcache.OpenVintageCache(cfg.Home, &vo)
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -96,73 +97,62 @@ func (s source) Revisions(id string, period int64) ([]functions.Revision, error)
 
 // get reads series id of dataset as of the vintage asof names.
 func (v *vintages) get(dataset, id string, asof functions.AsOf, from, to int64) ([]int64, []float64, error) {
-	vid := v.held(dataset, asof)
-	if vid == "" {
-		var err error
-		if vid, err = v.fetchVintage(dataset, asof); err != nil {
-			return nil, nil, err
-		}
-	}
-	if p, vals, ok, err := v.fromStore(dataset, vid, id, from, to); ok {
-		return p, vals, err
-	}
-	snap, _, err := v.cache.Acquire(dataset, vid)
-	if errors.Is(err, localcache.ErrNoVintage) {
-		// Evicted since it was resolved (or never fetched): fetch it.
-		if vid, err = v.fetchVintage(dataset, asof); err != nil {
-			return nil, nil, err
+	for attempt := 0; ; attempt++ {
+		vid := v.held(dataset, asof)
+		if vid == "" {
+			var err error
+			if vid, err = v.fetchVintage(dataset, asof); err != nil {
+				return nil, nil, err
+			}
 		}
 		if p, vals, ok, err := v.fromStore(dataset, vid, id, from, to); ok {
 			return p, vals, err
 		}
-		snap, _, err = v.cache.Acquire(dataset, vid)
+		snap, _, err := v.cache.Acquire(dataset, vid)
+		if errors.Is(err, localcache.ErrNoVintage) && attempt == 0 {
+			continue // evicted (or the store moved on) since: fetch it again
+		}
+		if err != nil {
+			return nil, nil, &functions.VintageError{AsOf: asof.Text, Err: err}
+		}
+		defer snap.Unref()
+		row, ok := snap.Lookup(id)
+		if !ok {
+			return nil, nil, fmt.Errorf("series %q is not in vintage %s of %s: %w", id, vid, dataset, functions.ErrNotFound)
+		}
+		pts, err := snap.Get(row, max(from, functions.MinTime), min(to, functions.MaxTime))
+		if err != nil {
+			return nil, nil, err
+		}
+		// The points alias the mapping: copy them out before the reference goes.
+		n := pts.Len()
+		periods := make([]int64, n)
+		for i := range periods {
+			periods[i] = pts.Unix(i)
+		}
+		return periods, append([]float64(nil), pts.Values...), nil
 	}
-	if err != nil {
-		return nil, nil, &functions.VintageError{AsOf: asof.Text, Err: err}
-	}
-	defer snap.Unref()
-	row, ok := snap.Lookup(id)
-	if !ok {
-		return nil, nil, fmt.Errorf("series %q is not in vintage %s of %s: %w", id, vid, dataset, functions.ErrNotFound)
-	}
-	pts, err := snap.Get(row, max(from, functions.MinTime), min(to, functions.MaxTime))
-	if err != nil {
-		return nil, nil, err
-	}
-	// The points alias the mapping: copy them out before the reference goes.
-	n := pts.Len()
-	periods := make([]int64, n)
-	for i := range periods {
-		periods[i] = pts.Unix(i)
-	}
-	return periods, append([]float64(nil), pts.Values...), nil
 }
 
 // held returns the vintage asof names if the companion can tell without
-// the server, or "".
+// the server and holds it (in the cache, or as the store's snapshot),
+// else "".
 func (v *vintages) held(dataset string, asof functions.AsOf) string {
 	v.mu.Lock()
 	vid := v.mu.resolved[dataset+"\x00"+asof.Text]
 	v.mu.Unlock()
-	if vid != "" {
-		return vid
-	}
-	switch asof.Kind {
-	case functions.AsOfSnapshot:
-		if v.cache.Has(dataset, asof.Text) || v.storeIs(dataset, asof.Text) {
-			return asof.Text
-		}
-	case functions.AsOfTag:
-		if m, ok := v.cache.Find(dataset, func(m localcache.VintageMeta) bool {
-			for _, t := range m.Tags {
-				if t == asof.Text {
-					return true
-				}
+	if vid == "" {
+		switch asof.Kind {
+		case functions.AsOfSnapshot:
+			vid = asof.Text
+		case functions.AsOfTag:
+			if m, ok := v.cache.Find(dataset, func(m localcache.VintageMeta) bool { return slices.Contains(m.Tags, asof.Text) }); ok {
+				vid = m.Snapshot
 			}
-			return false
-		}); ok {
-			return m.Snapshot
 		}
+	}
+	if vid != "" && (v.cache.Has(dataset, vid) || v.storeIs(dataset, vid)) {
+		return vid
 	}
 	return ""
 }
@@ -170,6 +160,9 @@ func (v *vintages) held(dataset string, asof functions.AsOf) string {
 // storeIs reports whether the store serves exactly vintage vid of dataset:
 // that snapshot, with no live records applied on top of it.
 func (v *vintages) storeIs(dataset, vid string) bool {
+	if _, id, _, err := v.c.store.State(dataset); err != nil || id != vid {
+		return false // the cheap check first: Pending copies the records
+	}
 	snap, _, recs, err := v.c.store.Pending(dataset)
 	return err == nil && snap == vid && len(recs) == 0
 }

@@ -41,6 +41,8 @@ type vintageServer struct {
 	vintages []testVintage
 	asked    atomic.Int64 // vintage requests answered
 	fetched  atomic.Int64 // vintage files opened
+	// failFiles makes the vintage files unavailable (a fetch error).
+	failFiles atomic.Bool
 }
 
 type testVintage struct {
@@ -102,6 +104,9 @@ func (s *vintageServer) Revisions(_ context.Context, dataset, series, period str
 }
 
 func (s *vintageServer) OpenVintageFile(_ context.Context, dataset, snap, sha string) (hub.ReadAtCloser, error) {
+	if s.failFiles.Load() {
+		return nil, errors.New("the lake cannot be read")
+	}
 	for _, v := range s.vintages {
 		if v.info.Snapshot != snap {
 			continue
@@ -557,4 +562,53 @@ func TestCompanionAsOfBatchAsksOnce(t *testing.T) {
 	if n := c.Engine().Stats.BytesDownloaded.Load() - before; n != size {
 		t.Fatalf("%d bytes downloaded, want %d (the vintage once)", n, size)
 	}
+}
+
+// TestCompanionAsOfAfterEviction: a WHEN resolved once and then evicted
+// from the cache (one vintage kept) is fetched again, not refused.
+func TestCompanionAsOfAfterEviction(t *testing.T) {
+	vs, hs, _ := newVintageServer(t)
+	c, err := companion.Start(companion.Config{Home: t.TempDir(), Port: 0, Server: hs.URL, Datasets: []string{"stocks"},
+		VintageCache: localcache.VintageCacheOptions{MaxCount: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeC(t, c)
+	waitFor(t, "the current snapshot synced", func() bool {
+		_, id, _, err := c.Store().State("stocks")
+		return err == nil && id == vs.vintages[2].info.Snapshot
+	})
+	wantValue(t, c, 39.81, "MSFT", "2000-01", "2000-01", "asof=2026-09-15")
+	wantValue(t, c, 39.81, "MSFT", "2000-01", "2000-01", "asof="+vs.vintages[0].info.Snapshot)
+	wantValue(t, c, 1000, "MSFT", "2000-01", "2000-01", "asof=q3-close") // evicts the first
+	wantValue(t, c, 39.81, "MSFT", "2000-01", "2000-01", "asof=2026-09-15")
+	wantValue(t, c, 1000, "MSFT", "2000-01", "2000-01", "asof=q3-close")
+	wantValue(t, c, 39.81, "MSFT", "2000-01", "2000-01", "asof="+vs.vintages[0].info.Snapshot)
+}
+
+// TestCompanionAsOfFetchFails: a vintage whose files the server cannot
+// send is #N/A naming it, and the connection (and live sync) goes on.
+func TestCompanionAsOfFetchFails(t *testing.T) {
+	vs, hs, _ := newVintageServer(t)
+	vs.failFiles.Store(true)
+	c, err := companion.Start(companion.Config{Home: t.TempDir(), Port: 0, Server: hs.URL, Datasets: []string{"stocks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeC(t, c)
+	waitFor(t, "the current snapshot synced", func() bool {
+		_, id, _, err := c.Store().State("stocks")
+		return err == nil && id == vs.vintages[2].info.Snapshot
+	})
+	sessions := c.Engine().Stats.Sessions.Load()
+	v1 := vs.vintages[0].info.Snapshot
+	_, code, msg := calc(t, c, "ES.Get", "MSFT", "asof="+v1)
+	if code != "#N/A" || !strings.HasPrefix(msg, "MSFT: vintage asof="+v1+": download vintage "+v1+": server: ") {
+		t.Fatalf("failed fetch: %s %q", code, msg)
+	}
+	if n := c.Engine().Stats.Sessions.Load(); n != sessions || !c.Engine().Progress().Online {
+		t.Fatalf("the connection dropped: sessions %d -> %d", sessions, n)
+	}
+	vs.failFiles.Store(false)
+	wantValue(t, c, 39.81, "MSFT", "2000-01", "2000-01", "asof="+v1)
 }
