@@ -82,16 +82,20 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 	base := rs.snap.Manifest
 	o := format.WriteOptions{Dataset: dataset, Epoch: base.Epoch, CoversThroughSeq: upTo}
 	fold := func(dir string) (*format.Manifest, error) {
-		// The base's columns are already sorted and normalized: copy them
-		// and merge in the pending series, which spares Write's sort.
-		st, err := foldSorted(rs.snap, pending)
+		f := newFolding(rs.snap, pending)
+		// The base's columns are normally in the form Write gives them:
+		// copy them and merge in the pending series, which spares Write's
+		// sort. A base that is not (its points out of order or not
+		// normalized to its series' frequency, as in a snapshot written
+		// by an older build) goes through the same fold into Write.
+		st, err := f.sorted()
 		if err != nil {
 			return nil, err
 		}
 		m, _, err := format.WriteSorted(dir, st, o)
 		if errors.Is(err, format.ErrNotSorted) {
 			s.opts.Logger.Warn("compaction: snapshot columns not in sorted form; rewriting from scratch", "dataset", dataset, "err", err)
-			t, ferr := foldTable(rs.snap, pending)
+			t, ferr := f.table()
 			if ferr != nil {
 				return nil, ferr
 			}
@@ -137,22 +141,104 @@ func (s *Store) writeSnapshot(d *Dataset, write func(dir string) (*format.Manife
 	return m, created, nil
 }
 
-// foldTable builds the rows of base + pending for format.Write: every
-// base series (its metadata overridden by the delta's latest, if any) and
-// every series only the delta has.
-func foldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) (*format.Table, error) {
-	n := snap.NumSeries()
-	rows := int(snap.Manifest.Rows)
-	for _, p := range pending {
-		rows += len(p.Points)
+// folding is the one fold of compaction: base + pending, series by
+// series in id order (the index's order), each base series with its
+// pending points merged in and its metadata overridden by the delta's
+// latest, and each series only the delta has at its place. sorted feeds
+// it to a format.SortedTable for WriteSorted (the base's columns copied
+// as they are), table to a format.Table for Write (which sorts and
+// normalizes: for a base not in that form). Both give the same rows.
+type folding struct {
+	snap    *snapshot.Snapshot
+	pending map[string]*delta.Series
+	added   []string // series only the delta has, sorted
+	rows    int      // a hint: base rows + pending points
+}
+
+func newFolding(snap *snapshot.Snapshot, pending map[string]*delta.Series) *folding {
+	f := &folding{snap: snap, pending: pending, rows: int(snap.Manifest.Rows)}
+	for _, id := range sortedKeys(pending) {
+		f.rows += len(pending[id].Points)
+		if _, ok := snap.Lookup(id); !ok {
+			f.added = append(f.added, id)
+		}
 	}
+	return f
+}
+
+// each hands every series of the fold to add, in id order. A base series
+// that cannot be read (a corrupt cold-tier block) fails the fold: dropping
+// its points would lose data.
+func (f *folding) each(add func(meta format.SeriesMeta, pts snapshot.Points)) error {
+	addNew := func(id string) {
+		p := f.pending[id]
+		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
+		overrideMeta(&meta, p)
+		add(meta, mergePoints(snapshot.Points{}, p.Points))
+	}
+	n := uint32(f.snap.NumSeries())
+	next := 0 // into added
+	for row := uint32(0); row < n; row++ {
+		in := f.snap.Info(row)
+		for next < len(f.added) && f.added[next] < in.ID {
+			addNew(f.added[next])
+			next++
+		}
+		meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: f.snap.Frequency(row), Tier: in.Tier}
+		pts, err := f.snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
+		if err != nil {
+			return fmt.Errorf("read series %q of snapshot %s: %w", in.ID, f.snap.ID(), err)
+		}
+		if p := f.pending[in.ID]; p != nil {
+			overrideMeta(&meta, p)
+			pts = mergePoints(pts, p.Points)
+		}
+		add(meta, pts)
+	}
+	for ; next < len(f.added); next++ {
+		addNew(f.added[next])
+	}
+	return nil
+}
+
+// numSeries is the number of series of the fold.
+func (f *folding) numSeries() int { return f.snap.NumSeries() + len(f.added) }
+
+// sorted is the fold as a format.SortedTable. Its period type is what
+// Write would choose: timestamps if and only if a series is intraday.
+func (f *folding) sorted() (*format.SortedTable, error) {
+	pt := format.PeriodDate32
+	for row := uint32(0); row < uint32(f.snap.NumSeries()) && pt == format.PeriodDate32; row++ {
+		if f.snap.Frequency(row).Intraday() {
+			pt = format.PeriodTimestamp
+		}
+	}
+	for _, id := range f.added {
+		if f.pending[id].Freq.Intraday() {
+			pt = format.PeriodTimestamp
+		}
+	}
+	t := format.NewSortedTable(pt, f.numSeries(), f.rows)
+	err := f.each(func(meta format.SeriesMeta, pts snapshot.Points) {
+		t.AddSeries(meta)
+		if pts.Secs != nil {
+			t.AppendSecs(pts.Secs, pts.Values)
+		} else {
+			t.AppendDays(pts.Days, pts.Values)
+		}
+	})
+	return t, err
+}
+
+// table is the fold as a format.Table, for Write.
+func (f *folding) table() (*format.Table, error) {
 	t := &format.Table{
-		Series:    make([]format.SeriesMeta, 0, n+len(pending)),
-		SeriesIdx: make([]uint32, 0, rows),
-		Period:    make([]int64, 0, rows),
-		Value:     make([]float64, 0, rows),
+		Series:    make([]format.SeriesMeta, 0, f.numSeries()),
+		SeriesIdx: make([]uint32, 0, f.rows),
+		Period:    make([]int64, 0, f.rows),
+		Value:     make([]float64, 0, f.rows),
 	}
-	add := func(meta format.SeriesMeta, pts snapshot.Points) {
+	err := f.each(func(meta format.SeriesMeta, pts snapshot.Points) {
 		si := uint32(len(t.Series))
 		t.Series = append(t.Series, meta)
 		for i := 0; i < pts.Len(); i++ {
@@ -160,103 +246,8 @@ func foldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) (*form
 			t.Period = append(t.Period, pts.Unix(i))
 		}
 		t.Value = append(t.Value, pts.Values...)
-	}
-	for row := uint32(0); row < uint32(n); row++ {
-		meta, pts, err := foldSeries(snap, row, pending)
-		if err != nil {
-			return nil, err
-		}
-		add(meta, pts)
-	}
-	for _, id := range sortedKeys(pending) {
-		if _, ok := snap.Lookup(id); ok {
-			continue
-		}
-		p := pending[id]
-		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
-		overrideMeta(&meta, p)
-		add(meta, mergePoints(snapshot.Points{}, p.Points))
-	}
-	return t, nil
-}
-
-// foldSorted is foldTable in the sorted form format.WriteSorted takes:
-// the base's series in index order (which is id order) with their
-// columns copied as they are, the pending series merged in, and the
-// series only the delta has inserted at their place in id order.
-func foldSorted(snap *snapshot.Snapshot, pending map[string]*delta.Series) (*format.SortedTable, error) {
-	n := snap.NumSeries()
-	rows := int(snap.Manifest.Rows)
-	for _, p := range pending {
-		rows += len(p.Points)
-	}
-	var added []string // series only the delta has, sorted
-	for _, id := range sortedKeys(pending) {
-		if _, ok := snap.Lookup(id); !ok {
-			added = append(added, id)
-		}
-	}
-	pt := format.PeriodDate32
-	for row := uint32(0); row < uint32(n) && pt == format.PeriodDate32; row++ {
-		if snap.Frequency(row).Intraday() {
-			pt = format.PeriodTimestamp
-		}
-	}
-	for _, id := range added {
-		if pending[id].Freq.Intraday() {
-			pt = format.PeriodTimestamp
-		}
-	}
-	t := format.NewSortedTable(pt, n+len(added), rows)
-	add := func(meta format.SeriesMeta, pts snapshot.Points) {
-		t.AddSeries(meta)
-		if pts.Secs != nil {
-			t.AppendSecs(pts.Secs, pts.Values)
-		} else {
-			t.AppendDays(pts.Days, pts.Values)
-		}
-	}
-	addNew := func(id string) {
-		p := pending[id]
-		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
-		overrideMeta(&meta, p)
-		add(meta, mergePoints(snapshot.Points{}, p.Points))
-	}
-	next := 0 // into added
-	for row := uint32(0); row < uint32(n); row++ {
-		in := snap.Info(row)
-		for next < len(added) && added[next] < in.ID {
-			addNew(added[next])
-			next++
-		}
-		meta, pts, err := foldSeries(snap, row, pending)
-		if err != nil {
-			return nil, err
-		}
-		add(meta, pts)
-	}
-	for ; next < len(added); next++ {
-		addNew(added[next])
-	}
-	return t, nil
-}
-
-// foldSeries is base row row with its pending rows merged in and its
-// metadata overridden by the delta's latest. A base series that cannot be
-// read (a corrupt cold-tier block) fails the compaction: dropping its
-// points would lose data.
-func foldSeries(snap *snapshot.Snapshot, row uint32, pending map[string]*delta.Series) (format.SeriesMeta, snapshot.Points, error) {
-	in := snap.Info(row)
-	meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: snap.Frequency(row), Tier: in.Tier}
-	pts, err := snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
-	if err != nil {
-		return meta, pts, fmt.Errorf("read series %q of snapshot %s: %w", in.ID, snap.ID(), err)
-	}
-	if p := pending[in.ID]; p != nil {
-		overrideMeta(&meta, p)
-		pts = mergePoints(pts, p.Points)
-	}
-	return meta, pts, nil
+	})
+	return t, err
 }
 
 // overrideMeta gives meta the delta's latest name, unit and source, if

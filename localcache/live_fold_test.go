@@ -3,18 +3,23 @@ package localcache
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
 )
 
-// TestCompactSortedMatchesWrite holds the compaction path (foldSorted +
-// format.WriteSorted, which copies the base's columns) against a fresh
-// format.Write of the folded table (foldTable): every file must be
+// TestCompactSortedMatchesWrite holds compaction's fold (folding, written
+// by format.WriteSorted, which copies the base's columns, and by
+// format.Write) against a fresh format.Write of a reference fold
+// (refFoldTable): every file must be
 // identical byte for byte, whatever the batches did (revisions, deletes,
 // new series of any frequency, an intraday series turning the snapshot
 // into timestamps, cold series, renames).
@@ -67,38 +72,98 @@ func liveSameAsWrite(t *testing.T, s *Store, dataset string) {
 	pending, last := rs.delta.Snapshot()
 	o := format.WriteOptions{Dataset: dataset, Epoch: 3, CoversThroughSeq: last, Created: time.Unix(1e9, 0), BatchRows: 50}
 	dir := t.TempDir()
-	st, err := foldSorted(rs.snap, pending)
+	f := newFolding(rs.snap, pending)
+	st, err := f.sorted()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft, err := foldTable(rs.snap, pending)
+	ft, err := f.table()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ma, _, err := format.WriteSorted(filepath.Join(dir, "sorted"), st, o)
+	ref, err := refFoldTable(rs.snap, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, _, err := format.WriteSorted(filepath.Join(dir, "sorted"), st, o)
 	if err != nil {
 		t.Fatalf("write sorted: %v", err)
 	}
-	mb, _, err := format.Write(filepath.Join(dir, "fresh"), ft, o)
+	if _, _, err := format.Write(filepath.Join(dir, "table"), ft, o); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	mr, _, err := format.Write(filepath.Join(dir, "ref"), ref, o)
 	if err != nil {
 		t.Fatalf("write: %v", err)
 	}
+	sameFiles(t, filepath.Join(dir, "ref"), mr, filepath.Join(dir, "sorted"), ms)
+	sameFiles(t, filepath.Join(dir, "ref"), mr, filepath.Join(dir, "table"), ms)
+}
+
+// sameFiles fails unless the snapshots in dirs a and b have the same id
+// and the same bytes in every file, the manifest included.
+func sameFiles(t *testing.T, a string, ma *format.Manifest, b string, mb *format.Manifest) {
+	t.Helper()
 	if ma.SnapshotID != mb.SnapshotID || len(ma.Files) != len(mb.Files) {
-		t.Fatalf("sorted write gives %s with %d files, fresh write %s with %d", ma.SnapshotID, len(ma.Files), mb.SnapshotID, len(mb.Files))
+		t.Fatalf("%s gives %s with %d files, %s gives %s with %d", filepath.Base(a), ma.SnapshotID, len(ma.Files), filepath.Base(b), mb.SnapshotID, len(mb.Files))
 	}
-	for _, f := range append([]format.FileInfo{{Name: format.ManifestFile}}, mb.Files...) {
-		a, err := os.ReadFile(filepath.Join(dir, "sorted", f.Name))
+	for _, f := range append([]format.FileInfo{{Name: format.ManifestFile}}, ma.Files...) {
+		x, err := os.ReadFile(filepath.Join(a, f.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, "fresh", f.Name))
+		y, err := os.ReadFile(filepath.Join(b, f.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(a, b) {
-			t.Fatalf("%s differs between the sorted and the fresh write", f.Name)
+		if !bytes.Equal(x, y) {
+			t.Fatalf("%s differs between %s and %s", f.Name, filepath.Base(a), filepath.Base(b))
 		}
 	}
+}
+
+// refFoldTable is the reference fold, independent of folding (it was
+// compaction's second fold path before there was one): every base series
+// in index row order, its points merged with the delta's and its
+// metadata overridden, then every series only the delta has; format.Write
+// sorts and normalizes the result.
+func refFoldTable(snap *snapshot.Snapshot, pending map[string]*delta.Series) (*format.Table, error) {
+	t := &format.Table{}
+	add := func(meta format.SeriesMeta, pts snapshot.Points) {
+		si := uint32(len(t.Series))
+		t.Series = append(t.Series, meta)
+		for i := 0; i < pts.Len(); i++ {
+			t.SeriesIdx = append(t.SeriesIdx, si)
+			t.Period = append(t.Period, pts.Unix(i))
+		}
+		t.Value = append(t.Value, pts.Values...)
+	}
+	for row := uint32(0); row < uint32(snap.NumSeries()); row++ {
+		in := snap.Info(row)
+		meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: snap.Frequency(row), Tier: in.Tier}
+		pts, err := snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
+		if err != nil {
+			return nil, err
+		}
+		if p := pending[in.ID]; p != nil {
+			if p.Meta != nil {
+				meta.Name, meta.Unit, meta.Source = p.Meta.Name, p.Meta.Unit, p.Meta.Source
+			}
+			pts = mergePoints(pts, p.Points)
+		}
+		add(meta, pts)
+	}
+	for id, p := range pending {
+		if _, ok := snap.Lookup(id); ok {
+			continue
+		}
+		meta := format.SeriesMeta{ID: id, Frequency: p.Freq}
+		if p.Meta != nil {
+			meta.Name, meta.Unit, meta.Source = p.Meta.Name, p.Meta.Unit, p.Meta.Source
+		}
+		add(meta, mergePoints(snapshot.Points{}, p.Points))
+	}
+	return t, nil
 }
 
 // TestWriteSortedRefuses: a table that is not in sorted, normalized form
@@ -136,5 +201,97 @@ func TestWriteSortedRefuses(t *testing.T) {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("%s: the directory was created", name)
 		}
+	}
+}
+
+// TestCompactUnsortedBase: a base whose columns are not in the form
+// Write gives them (here its series are monthly by the index while their
+// points are daily, as a snapshot written under another normalization
+// would be) is refused by WriteSorted; compaction folds it through the
+// same fold into Write, which sorts and normalizes, and gives exactly the
+// snapshot the reference fold gives.
+func TestCompactUnsortedBase(t *testing.T) {
+	home := liveTempDir(t)
+	tb := &format.Table{}
+	day0 := liveDay("2026-01-05")
+	for s := range 5 {
+		tb.Series = append(tb.Series, format.SeriesMeta{ID: fmt.Sprintf("S%d", s), Name: "n", Frequency: format.Daily})
+		for p := range 90 {
+			tb.Append(uint32(s), day0+int64(p)*86400, float64(s*1000+p))
+		}
+	}
+	m := liveCook(t, home, "d", tb, format.WriteOptions{Epoch: 1})
+	// Every series monthly in the index: the frequency column's bytes
+	// are the five "D"s in a row.
+	idx := filepath.Join(home, DatasetsDir, "d", format.SnapshotsDir, m.SnapshotID, format.IndexFile)
+	b, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, []byte("DDDDD"))
+	if at < 0 || bytes.Count(b, []byte("DDDDD")) != 1 {
+		t.Fatalf("the frequency column is not one run of D in %s", format.IndexFile)
+	}
+	copy(b[at:], "MMMMM")
+	if err := os.WriteFile(idx, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := liveOpen(t, home, &Options{CompactRows: -1, CompactBytes: -1, ScrubBytesPerSec: -1})
+	defer s.Close()
+	if _, err := s.Apply("d", []format.Record{
+		{Seq: 1, Op: format.Upsert, SeriesID: "S1", Period: day0 + 40*86400, Value: -1},
+		{Seq: 2, Op: format.Delete, SeriesID: "S2", Period: day0},
+		{Seq: 3, Op: format.Upsert, SeriesID: "S10", Period: day0, Value: 7, Meta: &format.RecordMeta{Frequency: format.Daily}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	d, err := s.Dataset("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := d.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, last := rs.delta.Snapshot()
+	o := format.WriteOptions{Dataset: "d", Epoch: 1, CoversThroughSeq: last}
+	st, err := newFolding(rs.snap, pending).sorted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := format.WriteSorted(filepath.Join(t.TempDir(), "s"), st, o); !errors.Is(err, format.ErrNotSorted) {
+		t.Fatalf("WriteSorted of the unsorted base: %v, want ErrNotSorted", err)
+	}
+	ref, err := refFoldTable(rs.snap, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.snap.Unref()
+	refDir := filepath.Join(t.TempDir(), "ref")
+	mr, _, err := format.Write(refDir, ref, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mc, err := s.Compact("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc.SnapshotID != mr.SnapshotID {
+		t.Fatalf("compaction of the unsorted base gave %s, the reference fold %s", mc.SnapshotID, mr.SnapshotID)
+	}
+	for _, f := range mr.Files {
+		x, _ := os.ReadFile(filepath.Join(refDir, f.Name))
+		y, _ := os.ReadFile(filepath.Join(home, DatasetsDir, "d", format.SnapshotsDir, mc.SnapshotID, f.Name))
+		if !bytes.Equal(x, y) {
+			t.Fatalf("%s differs from the reference fold's", f.Name)
+		}
+	}
+	// Write normalized the monthly series: one point a month, the last.
+	p, v, err := s.Copy("S3", snapshot.MinTime, snapshot.MaxTime)
+	// Jan 5 .. Apr 4: the last day of each month in the base.
+	if err != nil || !slices.Equal(v, []float64{3026, 3054, 3085, 3089}) || len(p) != 4 || p[0] != liveDay("2026-01-01") {
+		t.Fatalf("S3 after compaction: %v %v %v", p, v, err)
 	}
 }
