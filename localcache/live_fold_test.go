@@ -2,8 +2,10 @@ package localcache
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -221,7 +223,7 @@ func TestCompactUnsortedBase(t *testing.T) {
 		}
 	}
 	m := liveCook(t, home, "d", tb, format.WriteOptions{Epoch: 1})
-	// Every series monthly in the index: the frequency column's bytes
+	// Every series monthly in index.arrow: the frequency column's bytes
 	// are the five "D"s in a row.
 	idx := filepath.Join(home, DatasetsDir, "d", format.SnapshotsDir, m.SnapshotID, format.IndexFile)
 	b, err := os.ReadFile(idx)
@@ -234,6 +236,31 @@ func TestCompactUnsortedBase(t *testing.T) {
 	}
 	copy(b[at:], "MMMMM")
 	if err := os.WriteFile(idx, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// And in index.hash's hot records (format v2, FORMAT.md), whose
+	// checksums are recomputed: frequency code 4 (M) at byte 13 of each.
+	hf := filepath.Join(filepath.Dir(idx), format.HashFile)
+	h, err := os.ReadFile(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	if le.Uint32(h[8:]) != 2 || le.Uint32(h[16:]) != 5 {
+		t.Fatalf("%s: version %d with %d series, want version 2 with 5", format.HashFile, le.Uint32(h[8:]), le.Uint32(h[16:]))
+	}
+	batchAt := 64 + 8<<le.Uint32(h[12:])
+	recAt := (batchAt + 24*int(le.Uint32(h[24:])) + 63) &^ 63
+	for i := range 5 {
+		if h[recAt+32*i+13] != 2 {
+			t.Fatalf("hot record %d: frequency code %d, want 2 (D)", i, h[recAt+32*i+13])
+		}
+		h[recAt+32*i+13] = 4
+	}
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	le.PutUint32(h[28:], crc32.Checksum(h[batchAt:], castagnoli))
+	le.PutUint32(h[60:], crc32.Checksum(h[:60], castagnoli))
+	if err := os.WriteFile(hf, h, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := liveOpen(t, home, &Options{CompactRows: -1, CompactBytes: -1, ScrubBytesPerSec: -1})
