@@ -775,3 +775,38 @@ func TestSyncLagAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestMostRecentPoints: a series longer than MaxPoints shows its most
+// recent MaxPoints points, in the Explorer's series and in a comparison,
+// with a note that says how many were left out.
+func TestMostRecentPoints(t *testing.T) {
+	home := t.TempDir()
+	csv := filepath.Join(t.TempDir(), "long.csv")
+	const n = app.MaxPoints + 100
+	start := time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := []byte("series_id,period,value\n")
+	for i := range n {
+		b = fmt.Appendf(b, "LONG,%s,%d\n", start.Add(time.Duration(i)*time.Hour).Format("2006-01-02T15:04:05"), i)
+	}
+	if err := os.WriteFile(csv, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testhome.CookFile(t, home, "long", csv, cook.InputOptions{Frequency: "H"})
+	a := openTestApp(t, home)
+	s := a.Series("LONG", "", "", "", "")
+	first := start.Add(100 * time.Hour).Unix()
+	if s.Error != "" || !s.Truncated || len(s.Times) != app.MaxPoints || len(s.Values) != app.MaxPoints ||
+		s.Times[0] != first || s.Values[0] != 100 || s.Values[app.MaxPoints-1] != n-1 ||
+		!strings.Contains(s.Note, fmt.Sprintf("most recent %d of %d points", app.MaxPoints, n)) {
+		t.Fatalf("series: %d points from %d (%v), truncated %v, note %q, error %q", len(s.Times), s.Times[0], s.Values[0], s.Truncated, s.Note, s.Error)
+	}
+	c := a.Compare([]string{"LONG"}, "", "", "", "")
+	if c.Error != "" || !c.Truncated || len(c.Times) != app.MaxPoints || c.Times[0] != first ||
+		len(c.Series) != 1 || len(c.Series[0].Values) != app.MaxPoints || c.Series[0].Values[0] != 100 ||
+		!strings.Contains(c.Note, fmt.Sprintf("most recent %d of %d dates", app.MaxPoints, n)) {
+		t.Fatalf("compare: %d dates, truncated %v, note %q, error %q", len(c.Times), c.Truncated, c.Note, c.Error)
+	}
+	if s := a.Series("LONG", "2010-01-01", "", "", ""); s.Truncated || s.Note != "" || s.Error != "" || len(s.Times) == 0 {
+		t.Fatalf("a range under MaxPoints: truncated %v, note %q, error %q", s.Truncated, s.Note, s.Error)
+	}
+}

@@ -168,22 +168,32 @@ func (v *ExplorerView) Series(id, from, to, per, agg string) Series {
 		out.Error = seriesWords(id, err)
 		return out
 	}
+	n := min(len(fr.Dates), MaxPoints)
+	out.Times = make([]int64, 0, n)
+	out.Values = make(Floats, 0, n)
+	out.Truncated, out.Note = recent(fr, "points", func(date int64, row []float64) {
+		out.Times = append(out.Times, date)
+		out.Values = append(out.Values, row[0])
+	})
+	return out
+}
+
+// recent calls row for the most recent MaxPoints dates of fr, oldest
+// first, so that the chart and the table stay responsive; when it leaves
+// older dates out it says so in note (what names them: "points", "dates").
+func recent(fr *functions.Frame, what string, row func(date int64, values []float64)) (truncated bool, note string) {
 	n := len(fr.Dates)
-	skip := 0
-	if n > MaxPoints {
-		skip, out.Truncated = n-MaxPoints, true
-		out.Note = fmt.Sprintf("Showing the most recent %d of %d points; narrow the range or choose a coarser frequency.", MaxPoints, n)
+	skip := max(n-MaxPoints, 0)
+	if skip > 0 {
+		note = fmt.Sprintf("Showing the most recent %d of %d %s; narrow the range or choose a coarser frequency.", MaxPoints, n, what)
 	}
-	out.Times = make([]int64, 0, n-skip)
-	out.Values = make(Floats, 0, n-skip)
-	fr.Rows(func(i int, date int64, row []float64) error {
+	fr.Rows(func(i int, date int64, values []float64) error {
 		if i >= skip {
-			out.Times = append(out.Times, date)
-			out.Values = append(out.Values, row[0])
+			row(date, values)
 		}
 		return nil
 	})
-	return out
+	return skip > 0, note
 }
 
 // MaxCompare is the most series the Explorer compares on one chart.
@@ -244,20 +254,11 @@ func (v *ExplorerView) Compare(refs []string, from, to, per, agg string) Compari
 		out.Error = words(err)
 		return out
 	}
-	n := len(fr.Dates)
-	skip := 0
-	if n > MaxPoints {
-		skip, out.Truncated = n-MaxPoints, true
-		out.Note = fmt.Sprintf("Showing the most recent %d of %d dates; narrow the range or choose a coarser frequency.", MaxPoints, n)
-	}
-	fr.Rows(func(i int, date int64, row []float64) error {
-		if i >= skip {
-			out.Times = append(out.Times, date)
-			for j, v := range row {
-				out.Series[j].Values = append(out.Series[j].Values, v)
-			}
+	out.Truncated, out.Note = recent(fr, "dates", func(date int64, row []float64) {
+		out.Times = append(out.Times, date)
+		for j, x := range row {
+			out.Series[j].Values = append(out.Series[j].Values, x)
 		}
-		return nil
 	})
 	if len(out.Units) > 2 {
 		out.Note = strings.TrimSpace(out.Note + " More than two units: the third and later share the right-hand axis.")
