@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -256,17 +254,3 @@ func (c *core) emitSync() {
 	c.emitMu.Unlock()
 	go func() { c.runtime().EventsEmit(EventSync, c.syncProgress()) }()
 }
-
-// writeManifest keeps <home>/addin/manifest.xml equal to the bridge's.
-func writeManifest(home string, b []byte) error {
-	p := manifestPath(home)
-	if old, err := os.ReadFile(p); err == nil && string(old) == string(b) {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(p, b, 0o644)
-}
-
-func manifestPath(home string) string { return filepath.Join(home, "addin", "manifest.xml") }
