@@ -324,6 +324,16 @@ func (d *decoder) literal(s string) error {
 	return nil
 }
 
+// digits is where the run of decimal digits from b[i] ends, and whether
+// there is at least one.
+func digits(b []byte, i int) (end int, ok bool) {
+	end = i
+	for end < len(b) && '0' <= b[end] && b[end] <= '9' {
+		end++
+	}
+	return end, end > i
+}
+
 // number reads a JSON number (strict grammar) as float64.
 func (d *decoder) number() (float64, error) {
 	start := d.i
@@ -336,22 +346,17 @@ func (d *decoder) number() (float64, error) {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
+		i, _ = digits(b, i)
 	default:
 		d.i = i
 		return 0, d.syntax("bad number")
 	}
 	intEnd := i
+	var ok bool
 	if i < len(b) && b[i] == '.' {
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+		if i, ok = digits(b, i+1); !ok {
 			d.i = i
 			return 0, d.syntax("bad number")
-		}
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
@@ -359,12 +364,9 @@ func (d *decoder) number() (float64, error) {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+		if i, ok = digits(b, i); !ok {
 			d.i = i
 			return 0, d.syntax("bad number")
-		}
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
 		}
 	}
 	d.i = i
