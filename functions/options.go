@@ -7,6 +7,15 @@ import (
 	"strings"
 )
 
+// enumName is the String of the option enums: names[v], or typ(v) for a
+// value without a name.
+func enumName(names []string, v uint8, typ string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
+	}
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
+}
+
 // Agg says how the points of one re-sampling bucket become one value.
 type Agg uint8
 
@@ -21,12 +30,7 @@ const (
 
 var aggNames = [...]string{"last", "first", "avg", "sum", "min", "max"}
 
-func (a Agg) String() string {
-	if int(a) < len(aggNames) {
-		return aggNames[a]
-	}
-	return "Agg(" + strconv.Itoa(int(a)) + ")"
-}
+func (a Agg) String() string { return enumName(aggNames[:], uint8(a), "Agg") }
 
 // Fill says what a date without a value shows in a series' column.
 type Fill uint8
@@ -40,12 +44,7 @@ const (
 
 var fillNames = [...]string{"none", "prev", "na", "zero"}
 
-func (f Fill) String() string {
-	if int(f) < len(fillNames) {
-		return fillNames[f]
-	}
-	return "Fill(" + strconv.Itoa(int(f)) + ")"
-}
+func (f Fill) String() string { return enumName(fillNames[:], uint8(f), "Fill") }
 
 // Change says how a value compares with an earlier one (chg=, yoy=).
 type Change uint8
@@ -59,12 +58,7 @@ const (
 
 var changeNames = [...]string{"none", "diff", "pct", "log"}
 
-func (c Change) String() string {
-	if int(c) < len(changeNames) {
-		return changeNames[c]
-	}
-	return "Change(" + strconv.Itoa(int(c)) + ")"
-}
+func (c Change) String() string { return enumName(changeNames[:], uint8(c), "Change") }
 
 // Days is the calendar days=all|weekdays up-samples onto.
 type Days uint8
@@ -77,12 +71,7 @@ const (
 
 var daysNames = [...]string{"stored", "all", "weekdays"}
 
-func (d Days) String() string {
-	if int(d) < len(daysNames) {
-		return daysNames[d]
-	}
-	return "Days(" + strconv.Itoa(int(d)) + ")"
-}
+func (d Days) String() string { return enumName(daysNames[:], uint8(d), "Days") }
 
 // HeaderRows says which header rows ES.Get shows, a set of bits.
 type HeaderRows uint8

@@ -1,6 +1,7 @@
 package functions
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -81,7 +82,18 @@ func TestParseOptions(t *testing.T) {
 }
 
 func TestAggFillString(t *testing.T) {
-	if AggAvg.String() != "avg" || FillPrev.String() != "prev" || Agg(99).String() != "Agg(99)" || Fill(9).String() != "Fill(9)" {
-		t.Fatal("String")
+	for _, c := range []struct {
+		got  fmt.Stringer
+		want string
+	}{
+		{AggAvg, "avg"}, {AggLast, "last"}, {AggMax, "max"}, {Agg(99), "Agg(99)"},
+		{FillPrev, "prev"}, {FillZero, "zero"}, {Fill(9), "Fill(9)"},
+		{ChangeNone, "none"}, {ChangeLog, "log"}, {Change(4), "Change(4)"},
+		{DaysAsStored, "stored"}, {DaysWeekdays, "weekdays"}, {Days(3), "Days(3)"},
+		{AsOfTime, "time"}, {AsOfTag, "tag"}, {AsOfKind(0), "AsOfKind(0)"}, {AsOfKind(6), "AsOfKind(6)"},
+	} {
+		if s := c.got.String(); s != c.want {
+			t.Errorf("%T %d: %q, want %q", c.got, c.got, s, c.want)
+		}
 	}
 }

@@ -44,12 +44,7 @@ const (
 
 var asOfKindNames = [...]string{"", "time", "date", "snapshot", "iceberg", "tag"}
 
-func (k AsOfKind) String() string {
-	if int(k) < len(asOfKindNames) && k > 0 {
-		return asOfKindNames[k]
-	}
-	return "AsOfKind(" + strconv.Itoa(int(k)) + ")"
-}
+func (k AsOfKind) String() string { return enumName(asOfKindNames[:], uint8(k), "AsOfKind") }
 
 // Stable reports whether the vintage a names can never change: an es snapshot id, an
 // Iceberg id or a tag. A time or date names the latest vintage at or before it, which
