@@ -7,15 +7,17 @@
 //
 //   - lake.go: Options (embedded default: a SQL catalog on SQLite at
 //     <home>/lake/catalog.db, warehouse <home>/lake/warehouse, catalog
-//     "energyscope", namespace "energyscope", table = dataset name), Open,
-//     the sentinel errors. catalog_remote.go: PostgreSQL (pgx) and REST
+//     "energyscope", namespace "energyscope", table = dataset name; an
+//     s3:// warehouse through iceberg-go's S3 IO), Open, the sentinel
+//     errors. catalog_remote.go: PostgreSQL (pgx) and REST
 //     catalogs.
 //   - publish.go: Publish (snapshot directory -> one overwrite commit with
 //     its Puffin statistics file in the same metadata swap), the
 //     pin-parent / reload / rebuild / retry loop, and the cleanup of a
 //     losing attempt's files.
-//   - rows.go: the table schema and the snapshot's rows as Arrow batches,
-//     read through localcache/format's readers.
+//   - rows.go: the table schema and the snapshot directory read through
+//     localcache/format's readers; parquet.go: the data file writer (row
+//     groups at series boundaries, string columns as dictionary indices).
 //   - serving.go: the Puffin layout (page-aligned artifact blobs, blob
 //     types, summary keys) and its footer reader.
 //   - vintage.go: Vintage, Vintages, Head, Current, Resolve (as-of).

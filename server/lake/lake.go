@@ -17,8 +17,11 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // the s3:// warehouse scheme
 	"github.com/apache/iceberg-go/table"
 	"github.com/uptrace/bun/driver/sqliteshim"
+
+	iceio "github.com/apache/iceberg-go/io"
 
 	"github.com/energyscope/energyscope/localcache/format"
 )
@@ -89,9 +92,19 @@ type Options struct {
 	// "http://..." or "https://..." for an Iceberg REST catalog.
 	CatalogURI string
 	// Warehouse is where data, manifests and Puffin files go:
-	// "file:///abs/path" or a plain absolute path. Default
-	// <Home>/lake/warehouse. (s3:// is not supported yet.)
+	// "file:///abs/path", a plain absolute path, or "s3://bucket/prefix"
+	// (an S3 or S3-compatible object store: credentials and, unless
+	// S3Region is set, the region come from the usual AWS sources:
+	// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+	// AWS_REGION, AWS_PROFILE and the shared config files). Default
+	// <Home>/lake/warehouse.
 	Warehouse string
+	// S3Endpoint is the S3 endpoint URL of an s3:// warehouse when it is
+	// not AWS (MinIO, SeaweedFS, ...): path-style addressing is used.
+	// Empty: AWS_S3_ENDPOINT, else AWS.
+	S3Endpoint string
+	// S3Region overrides the region of an s3:// warehouse.
+	S3Region string
 	// CacheDir is where OpenSnapshot keeps the Puffin files it downloads
 	// from a remote warehouse (verified copies, named after the file's
 	// location). Default <Home>/lake/cache.
@@ -149,8 +162,18 @@ func (o Options) Validate() error {
 		}
 		switch {
 		case u.Scheme == "file", u.Scheme == "" && filepath.IsAbs(o.Warehouse):
+		case u.Scheme == "s3":
+			if u.Host == "" {
+				return fmt.Errorf("lake: warehouse %q: want s3://bucket/prefix", o.Warehouse)
+			}
 		default:
-			return fmt.Errorf("lake: warehouse %q: want file:///path or an absolute path (s3:// is not supported yet)", o.Warehouse)
+			return fmt.Errorf("lake: warehouse %q: want file:///path, an absolute path or s3://bucket/prefix", o.Warehouse)
+		}
+	}
+	if o.S3Endpoint != "" {
+		u, err := url.Parse(o.S3Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("lake: S3 endpoint %q: want http(s)://host[:port]", o.S3Endpoint)
 		}
 	}
 	return nil
@@ -209,6 +232,15 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 	props, err := catalogProps(o, wh)
 	if err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(wh, "s3:") {
+		// The table IO is built from the catalog's properties.
+		if o.S3Endpoint != "" {
+			props[iceio.S3EndpointURL] = o.S3Endpoint
+		}
+		if o.S3Region != "" {
+			props[iceio.S3Region] = o.S3Region
+		}
 	}
 	cat, err := catalog.Load(ctx, CatalogName, props)
 	if err != nil {
