@@ -42,6 +42,8 @@ func childFlags(fs *flag.FlagSet, a *childArgs) {
 	fs.IntVar(&a.n, "gets", 200_000, "random lookups timed for get_p50/p99")
 	fs.IntVar(&a.nTable, "duck-table-queries", 2000, "queries timed against the DuckDB table")
 	fs.IntVar(&a.nParq, "duck-parquet-queries", 200, "queries timed against DuckDB over Parquet")
+	fs.StringVar(&a.engine, "engine", "store", "")
+	fs.IntVar(&a.cgPasses, "cg-passes", 1, "")
 }
 
 type childArgs struct {
@@ -60,6 +62,8 @@ type childArgs struct {
 	intraday bool
 	reopen   int
 	nice     int
+	engine   string // child cg: store or resident
+	cgPasses int
 }
 
 func runChild(a childArgs) error {
@@ -90,6 +94,8 @@ func runChild(a childArgs) error {
 		out, err = childGet(a)
 	case "resident":
 		out, err = childResident(a)
+	case "cg":
+		out, err = childCG(a)
 	default:
 		if f := heavyModes[a.mode]; f != nil {
 			out, err = f(a)

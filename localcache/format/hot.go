@@ -91,19 +91,21 @@ func freqCode(f Frequency) uint8 {
 // over the mappings of index.arrow (the ids) and data.arrow (the points).
 // Like Index and Data it aliases the bytes it was opened on.
 type HotIndex struct {
-	slots   []byte
-	mask    uint64
-	n       uint32
-	batches []byte // nb * batchLocSize, checked at open
-	nb      uint32
-	recs    []byte // n * HotRecordSize
-	index   []byte // index.arrow
-	data    []byte // data.arrow
-	pt      PeriodType
+	slots []byte
+	mask  uint64
+	n     uint32
+	locs  []batchLoc // the batch table, checked and decoded at open
+	recs  []byte     // n * HotRecordSize
+	index []byte     // index.arrow
+	data  []byte     // data.arrow
+	pt    PeriodType
 	// Built is true when the records were built in memory at open (a
 	// version 1 snapshot) rather than read from index.hash.
 	Built bool
 }
+
+// batchLoc is an entry of the batch table, decoded.
+type batchLoc struct{ periodsAt, valuesAt, rows uint64 }
 
 // hotLayout is the position of the tables of a version 2 index.hash.
 func hotLayout(log2, series, batches uint64) (batchAt, recAt, size uint64) {
@@ -128,26 +130,32 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 		return nil, corrupt(HashFile, 8, "version %d in a format version %d snapshot", h.version, version)
 	}
 	t := &HotIndex{slots: h.table, mask: h.mask, n: h.n, index: ib, data: db, pt: x.PeriodType}
+	var batches []byte
 	if h.version == hashVersion {
-		if t.batches, t.recs, err = buildHotTables(x, d, ib, db); err != nil {
+		if batches, t.recs, err = buildHotTables(x, d, ib, db); err != nil {
 			return nil, err
 		}
-		t.nb, t.Built = uint32(d.NumBatches), true
-		return t, nil
+		t.Built = true
 	}
-	if int(h.batches) != d.NumBatches {
-		return nil, corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
+	batchAt := uint64(0)
+	if !t.Built {
+		if int(h.batches) != d.NumBatches {
+			return nil, corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
+		}
+		var recAt uint64
+		batchAt, recAt, _ = hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
+		batches = hb[batchAt : batchAt+batchLocSize*uint64(h.batches)]
+		t.recs = hb[recAt:]
 	}
-	batchAt, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
-	t.nb = h.batches
-	t.batches = hb[batchAt : batchAt+batchLocSize*uint64(h.batches)]
-	t.recs = hb[recAt:]
 	psize := uint64(x.PeriodType.size())
-	for i := uint32(0); i < t.nb; i++ {
-		pAt, vAt, rows := t.batchLoc(i)
-		if pAt%8 != 0 || vAt%8 != 0 || !within(pAt, rows, psize, len(db)) || !within(vAt, rows, 8, len(db)) {
+	t.locs = make([]batchLoc, len(batches)/batchLocSize)
+	for i := range t.locs {
+		e := batches[batchLocSize*i:][:batchLocSize]
+		l := batchLoc{binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:]), binary.LittleEndian.Uint64(e[16:])}
+		if l.periodsAt%8 != 0 || l.valuesAt%8 != 0 || !within(l.periodsAt, l.rows, psize, len(db)) || !within(l.valuesAt, l.rows, 8, len(db)) {
 			return nil, corrupt(HashFile, int64(batchAt)+batchLocSize*int64(i), "batch %d: rows outside data.arrow", i)
 		}
+		t.locs[i] = l
 	}
 	return t, nil
 }
@@ -163,11 +171,6 @@ func (p PeriodType) size() int {
 		return 8
 	}
 	return 4
-}
-
-func (t *HotIndex) batchLoc(i uint32) (periodsAt, valuesAt, rows uint64) {
-	b := t.batches[uint64(i)*batchLocSize:][:batchLocSize]
-	return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
 }
 
 // Lookup returns the index row of id: the slot, then the record's id bytes.
@@ -219,22 +222,25 @@ func (t *HotIndex) Record(row uint32) (r HotRecord, ok bool) {
 // snapshots) or secs (timestamp snapshots), and values, each of r.Length
 // elements. A record outside its batch is a CorruptionError.
 func (t *HotIndex) Slice(r HotRecord) (days []int32, secs []int64, values []float64, err error) {
-	if r.Batch >= t.nb {
-		return nil, nil, nil, corrupt(HashFile, -1, "batch %d out of range (%d batches)", r.Batch, t.nb)
+	if r.Batch >= uint32(len(t.locs)) {
+		return nil, nil, nil, corrupt(HashFile, -1, "batch %d out of range (%d batches)", r.Batch, len(t.locs))
 	}
-	pAt, vAt, rows := t.batchLoc(r.Batch)
-	if uint64(r.Offset)+uint64(r.Length) > rows {
-		return nil, nil, nil, corrupt(DataFile, -1, "series rows [%d,%d) outside batch of %d", r.Offset, uint64(r.Offset)+uint64(r.Length), rows)
+	l := &t.locs[r.Batch]
+	end := uint64(r.Offset) + uint64(r.Length)
+	if end > l.rows {
+		return nil, nil, nil, corrupt(DataFile, -1, "series rows [%d,%d) outside batch of %d", r.Offset, end, l.rows)
 	}
 	if r.Length == 0 {
 		return nil, nil, nil, nil
 	}
+	// In bounds: OpenHot checked every batch's columns against data.arrow.
+	base := unsafe.Pointer(unsafe.SliceData(t.data))
 	n := int(r.Length)
-	values = unsafe.Slice((*float64)(unsafe.Pointer(&t.data[vAt+8*uint64(r.Offset)])), n)
+	values = unsafe.Slice((*float64)(unsafe.Add(base, l.valuesAt+8*uint64(r.Offset))), n)
 	if t.pt == PeriodTimestamp {
-		secs = unsafe.Slice((*int64)(unsafe.Pointer(&t.data[pAt+8*uint64(r.Offset)])), n)
+		secs = unsafe.Slice((*int64)(unsafe.Add(base, l.periodsAt+8*uint64(r.Offset))), n)
 	} else {
-		days = unsafe.Slice((*int32)(unsafe.Pointer(&t.data[pAt+4*uint64(r.Offset)])), n)
+		days = unsafe.Slice((*int32)(unsafe.Add(base, l.periodsAt+4*uint64(r.Offset))), n)
 	}
 	return days, secs, values, nil
 }
