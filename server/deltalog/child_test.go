@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -32,6 +33,12 @@ func runChild(role string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
+	// The parent holds our stdin open: its end (the parent died, even by
+	// a kill or a test timeout) ends us, so no node outlives a test run.
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}()
 	switch role {
 	case "node":
 		var o NodeOptions
@@ -76,6 +83,7 @@ type child struct {
 	cmd    *exec.Cmd
 	lines  chan string
 	stderr *strings.Builder
+	stdin  io.WriteCloser // held open for the child's life (a collected pipe would close it)
 }
 
 func startChild(t testing.TB, env ...string) *child {
@@ -88,6 +96,9 @@ func startChild(t testing.TB, env ...string) *child {
 	cmd.Env = append(os.Environ(), env...)
 	c := &child{cmd: cmd, lines: make(chan string, 1024), stderr: &strings.Builder{}}
 	cmd.Stderr = c.stderr
+	if c.stdin, err = cmd.StdinPipe(); err != nil { // closed when this process exits
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
