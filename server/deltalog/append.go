@@ -83,6 +83,10 @@ func (l *Log) Append(ctx context.Context, name string, recs []format.Record, key
 			// writer's): its seqs are the answer.
 			d.tailKnown = false
 			f, la, err := l.messageSeqs(ctx, d, ack.Sequence)
+			if errors.Is(err, ErrCorrupt) {
+				// Trimmed since: the key's append is below the log's start.
+				return 0, 0, fmt.Errorf("%w: %s: key %q was stored as message %d, which is trimmed", ErrTrimmed, name, key, ack.Sequence)
+			}
 			if err != nil {
 				return 0, 0, fmt.Errorf("deltalog: append to %s: a retry of key %q: %w", name, key, err)
 			}

@@ -306,7 +306,10 @@ func TestClusterKillLeader(t *testing.T) {
 }
 
 // TestClusterKillAny is the nightly kill loop: 200 rounds of a random
-// node (ES_NIGHTLY=1).
+// node, about a third of them the leader (4-9 s each), so it needs a
+// longer timeout than go test's default:
+//
+//	ES_NIGHTLY=1 go test ./server/deltalog -run 'TestCluster|TestEmbeddedKill9' -timeout 40m
 func TestClusterKillAny(t *testing.T) {
 	if !nightly() {
 		t.Skip("ES_NIGHTLY=1: 200 rounds of kill -9 of any node")

@@ -56,7 +56,8 @@
 // whichever node the retry reaches. Append itself retries timeouts and
 // lost connections with the same key until its context ends, so an
 // error from Append means "not known to be stored": the caller retries
-// with the same key (not a new one) to stay exactly-once.
+// with the same key (not a new one) to stay exactly-once. A retry whose
+// first append was trimmed since gets ErrTrimmed (and stores nothing).
 //
 // # Durability
 //

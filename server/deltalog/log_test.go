@@ -177,6 +177,14 @@ func TestTrim(t *testing.T) {
 	if recs, err := l2.Read(ctx, "pet", 41); err != nil || len(recs) != 20 || recs[0].Seq != 41 {
 		t.Fatalf("read from 41: %d records, %v", len(recs), err)
 	}
+	// A retry of a key whose message was trimmed since cannot return its
+	// seqs: ErrTrimmed, and nothing is stored again.
+	if _, _, err := l2.Append(ctx, "pet", batchOf(0, 10), keyOf(0)); !errors.Is(err, ErrTrimmed) {
+		t.Fatalf("retry of a trimmed key: %v, want ErrTrimmed", err)
+	}
+	if h, err := l2.Head(ctx, "pet"); err != nil || h != 60 {
+		t.Fatalf("head after the retry of a trimmed key: %d, %v", h, err)
+	}
 }
 
 // Bad input gets a typed error and writes nothing.
