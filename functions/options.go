@@ -3,6 +3,7 @@ package functions
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -255,89 +256,16 @@ func (o *Options) set(tok string) (string, error) {
 	bad := func(want string) (string, error) {
 		return key, fmt.Errorf("option %s=%s: want %s", clip(key), clip(v), want)
 	}
+	for _, e := range enumOptions {
+		if slices.Contains(e.keys, key) {
+			key = e.keys[0]
+			if !e.set(o, lv) {
+				return bad(e.want)
+			}
+			return key, nil
+		}
+	}
 	switch key {
-	case "per", "period":
-		key = "per"
-		switch lv {
-		case "d", "day", "daily":
-			o.Per = 'D'
-		case "w", "week", "weekly":
-			o.Per = 'W'
-		case "m", "month", "monthly":
-			o.Per = 'M'
-		case "q", "quarter", "quarterly":
-			o.Per = 'Q'
-		case "a", "y", "year", "yearly", "annual", "annually":
-			o.Per = 'A'
-		default:
-			return bad("D, W, M, Q or A")
-		}
-	case "agg", "aggregate":
-		key = "agg"
-		switch lv {
-		case "last":
-			o.Agg = AggLast
-		case "first":
-			o.Agg = AggFirst
-		case "avg", "mean", "average":
-			o.Agg = AggAvg
-		case "sum":
-			o.Agg = AggSum
-		case "min":
-			o.Agg = AggMin
-		case "max":
-			o.Agg = AggMax
-		default:
-			return bad("last, first, avg, sum, min or max")
-		}
-	case "fill":
-		switch lv {
-		case "none":
-			o.Fill = FillNone
-		case "prev", "previous":
-			o.Fill = FillPrev
-		case "na", "n/a":
-			o.Fill = FillNA
-		case "zero", "0":
-			o.Fill = FillZero
-		default:
-			return bad("none, prev, na or zero")
-		}
-	case "days", "calendar":
-		key = "days"
-		switch lv {
-		case "all", "c", "calendar":
-			o.Days = DaysAll
-		case "weekdays", "weekday", "w", "business", "b":
-			o.Days = DaysWeekdays
-		default:
-			return bad("all or weekdays")
-		}
-	case "chg", "change":
-		key = "chg"
-		switch lv {
-		case "diff":
-			o.Chg = ChangeDiff
-		case "pct", "%":
-			o.Chg = ChangePct
-		case "log":
-			o.Chg = ChangeLog
-		case "none":
-			o.Chg = ChangeNone
-		default:
-			return bad("diff, pct or log")
-		}
-	case "yoy":
-		switch lv {
-		case "diff":
-			o.YoY = ChangeDiff
-		case "pct", "%":
-			o.YoY = ChangePct
-		case "none":
-			o.YoY = ChangeNone
-		default:
-			return bad("diff or pct")
-		}
 	case "ma":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxMA {
@@ -359,16 +287,6 @@ func (o *Options) set(tok string) (string, error) {
 			o.Rebase, o.HasRebase = x, true
 		} else {
 			o.Scale, o.HasScale = x, true
-		}
-	case "order", "sort":
-		key = "order"
-		switch lv {
-		case "asc", "ascending":
-			o.Desc = false
-		case "desc", "descending":
-			o.Desc = true
-		default:
-			return bad("asc or desc")
 		}
 	case "headers", "header":
 		key = "headers"
@@ -406,6 +324,68 @@ func (o *Options) set(tok string) (string, error) {
 		return key, fmt.Errorf("option %s: unknown%s; want per, agg, days, fill, chg, yoy, ma, rebase, scale, order, headers, dates, transpose, last or asof", clip(key), DidYouMean(Nearest(key, optionKeys, 1)))
 	}
 	return key, nil
+}
+
+// choice is one value of an option and the words (lower case) that name it.
+type choice[T any] struct {
+	v     T
+	words []string
+}
+
+// choose sets *dst to the value that word names and reports whether one
+// does.
+func choose[T any](word string, cs []choice[T], dst *T) bool {
+	for _, c := range cs {
+		if slices.Contains(c.words, word) {
+			*dst = c.v
+			return true
+		}
+	}
+	return false
+}
+
+// The words each enumerated option takes.
+var (
+	perWords = []choice[byte]{
+		{'D', []string{"d", "day", "daily"}}, {'W', []string{"w", "week", "weekly"}},
+		{'M', []string{"m", "month", "monthly"}}, {'Q', []string{"q", "quarter", "quarterly"}},
+		{'A', []string{"a", "y", "year", "yearly", "annual", "annually"}},
+	}
+	aggWords = []choice[Agg]{
+		{AggLast, []string{"last"}}, {AggFirst, []string{"first"}}, {AggAvg, []string{"avg", "mean", "average"}},
+		{AggSum, []string{"sum"}}, {AggMin, []string{"min"}}, {AggMax, []string{"max"}},
+	}
+	fillWords = []choice[Fill]{
+		{FillNone, []string{"none"}}, {FillPrev, []string{"prev", "previous"}},
+		{FillNA, []string{"na", "n/a"}}, {FillZero, []string{"zero", "0"}},
+	}
+	daysWords = []choice[Days]{
+		{DaysAll, []string{"all", "c", "calendar"}}, {DaysWeekdays, []string{"weekdays", "weekday", "w", "business", "b"}},
+	}
+	chgWords = []choice[Change]{
+		{ChangeDiff, []string{"diff"}}, {ChangePct, []string{"pct", "%"}}, {ChangeLog, []string{"log"}}, {ChangeNone, []string{"none"}},
+	}
+	yoyWords = []choice[Change]{
+		{ChangeDiff, []string{"diff"}}, {ChangePct, []string{"pct", "%"}}, {ChangeNone, []string{"none"}},
+	}
+	orderWords = []choice[bool]{{false, []string{"asc", "ascending"}}, {true, []string{"desc", "descending"}}}
+)
+
+// enumOptions are the options whose value is one of a few words: the keys
+// that name one (the canonical key first), what the error says it wants,
+// and how a word sets it.
+var enumOptions = []struct {
+	keys []string
+	want string
+	set  func(o *Options, word string) bool
+}{
+	{[]string{"per", "period"}, "D, W, M, Q or A", func(o *Options, w string) bool { return choose(w, perWords, &o.Per) }},
+	{[]string{"agg", "aggregate"}, "last, first, avg, sum, min or max", func(o *Options, w string) bool { return choose(w, aggWords, &o.Agg) }},
+	{[]string{"fill"}, "none, prev, na or zero", func(o *Options, w string) bool { return choose(w, fillWords, &o.Fill) }},
+	{[]string{"days", "calendar"}, "all or weekdays", func(o *Options, w string) bool { return choose(w, daysWords, &o.Days) }},
+	{[]string{"chg", "change"}, "diff, pct or log", func(o *Options, w string) bool { return choose(w, chgWords, &o.Chg) }},
+	{[]string{"yoy"}, "diff or pct", func(o *Options, w string) bool { return choose(w, yoyWords, &o.YoY) }},
+	{[]string{"order", "sort"}, "asc or desc", func(o *Options, w string) bool { return choose(w, orderWords, &o.Desc) }},
 }
 
 var optionKeys = []string{"per", "agg", "days", "fill", "chg", "yoy", "ma", "rebase", "scale", "order", "headers", "dates", "transpose", "last", "asof"}

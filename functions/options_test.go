@@ -2,6 +2,8 @@ package functions
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -94,6 +96,32 @@ func TestAggFillString(t *testing.T) {
 	} {
 		if s := c.got.String(); s != c.want {
 			t.Errorf("%T %d: %q, want %q", c.got, c.got, s, c.want)
+		}
+	}
+}
+
+// TestOptionAliases: an option named by an alias takes the same words as
+// its canonical key, and a word it does not take is refused naming the
+// canonical key and the words it wants.
+func TestOptionAliases(t *testing.T) {
+	for _, c := range []struct{ alias, key, word, want string }{
+		{"period", "per", "monthly", "D, W, M, Q or A"}, {"aggregate", "agg", "mean", "last, first, avg, sum, min or max"},
+		{"calendar", "days", "business", "all or weekdays"}, {"change", "chg", "%", "diff, pct or log"},
+		{"sort", "order", "descending", "asc or desc"}, {"fill", "fill", "n/a", "none, prev, na or zero"},
+		{"yoy", "yoy", "pct", "diff or pct"},
+	} {
+		with := "" // agg= needs a per=
+		if c.key == "agg" {
+			with = "per=M;"
+		}
+		a, errA := ParseOptions([]any{with + c.alias + "=" + c.word})
+		k, errK := ParseOptions([]any{with + c.key + "=" + strings.ToUpper(c.word)})
+		if errA != nil || errK != nil || !reflect.DeepEqual(a, k) || reflect.DeepEqual(a, DefaultOptions()) {
+			t.Errorf("%s=%s: %+v %v; %s: %+v %v", c.alias, c.word, a, errA, c.key, k, errK)
+		}
+		_, err := ParseOptions([]any{c.alias + "=nope"})
+		if want := "option " + c.key + "=nope: want " + c.want; err == nil || err.Error() != want {
+			t.Errorf("%s=nope: %v, want %q", c.alias, err, want)
 		}
 	}
 }
