@@ -57,7 +57,7 @@ func (s *Store) publishPlaced(d *Dataset, m *format.Manifest, created bool) erro
 // snapshots. newEpoch drops every pending record (a full replacement).
 // d.cmu is held.
 func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) error {
-	snap, err := snapshot.Open(filepath.Join(d.dir, format.SnapshotsDir, m.SnapshotID))
+	snap, err := s.openSnapshot(d, m.SnapshotID)
 	if err != nil {
 		return err
 	}
@@ -105,6 +105,7 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 		defer old.Unref()
 	}
 	d.swap(&readState{snap: snap, delta: dl})
+	s.dropDirIfElsewhere(d, snap)
 	d.lastSync.Store(time.Now().UnixNano())
 	s.scrubLater(d, snap)
 	dropThrough := covers

@@ -98,7 +98,9 @@ func (s *Store) startScrub() {
 // scrubLater queues snap (just put in service for d) for the scrub.
 func (s *Store) scrubLater(d *Dataset, snap *snapshot.Snapshot) {
 	sc := s.scrub
-	if sc == nil {
+	if sc == nil || snap.Dir == "" {
+		// Dir "": mapped from files another owner checks (the lake's
+		// Puffin file, see Options.OpenSnapshot).
 		return
 	}
 	sc.mu.Lock()

@@ -61,6 +61,139 @@ type Options struct {
 	// the dataset's compaction lock, not its write lock: Apply goes on
 	// while it runs (except over a damaged dataset, which takes no Apply).
 	Publish func(dataset, dir string, m *format.Manifest) error
+	// OpenSnapshot, when set, opens snapshot id of dataset in place of
+	// snapshot.Open of its directory: the server maps a vintage's
+	// artifacts in place out of its lake's Puffin file. A snapshot it
+	// returns with Dir "" lives elsewhere: a writable store then removes
+	// the directory snapshots/<id> once that snapshot serves (the home
+	// keeps no second copy), and the scrub leaves it to its owner. The
+	// hook falls back to the directory itself when it must (see
+	// OpenSnapshotDir).
+	OpenSnapshot func(dataset, id string) (*snapshot.Snapshot, error)
+}
+
+// openSnapshot opens snapshot id of d through Options.OpenSnapshot, or
+// its directory.
+func (s *Store) openSnapshot(d *Dataset, id string) (*snapshot.Snapshot, error) {
+	if s.opts.OpenSnapshot != nil {
+		return s.opts.OpenSnapshot(d.name, id)
+	}
+	return snapshot.Open(filepath.Join(d.dir, format.SnapshotsDir, id))
+}
+
+// OpenSnapshotDir opens snapshot id of dataset from its directory in the
+// home (what the store does without Options.OpenSnapshot).
+func (s *Store) OpenSnapshotDir(dataset, id string) (*snapshot.Snapshot, error) {
+	return snapshot.Open(filepath.Join(s.DatasetDir(dataset), format.SnapshotsDir, id))
+}
+
+// dropDirIfElsewhere removes the directory of snap's id when snap is
+// mapped from elsewhere (Dir ""): the home keeps no second copy. d.mu is
+// held; snap serves.
+func (s *Store) dropDirIfElsewhere(d *Dataset, snap *snapshot.Snapshot) {
+	if snap.Dir != "" || s.opts.ReadOnly {
+		return
+	}
+	dir := filepath.Join(d.dir, format.SnapshotsDir, snap.ID())
+	if _, err := os.Stat(dir); err != nil {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		s.opts.Logger.Warn("remove the directory of a snapshot served from elsewhere", "dataset", d.name, "dir", dir, "err", err)
+	}
+}
+
+// Remap opens the snapshot dataset serves again through
+// Options.OpenSnapshot and swaps it in with the same delta: the server
+// calls it once the snapshot it served from the home's directory has
+// been published to its lake, to serve it from there.
+func (s *Store) Remap(dataset string) error {
+	d, err := s.writable(dataset)
+	if err != nil {
+		return err
+	}
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur := d.cur.Load()
+	if cur == nil {
+		return ErrClosed
+	}
+	snap, err := s.openSnapshot(d, cur.snap.ID())
+	if err != nil {
+		return fmt.Errorf("remap %s: %w", dataset, err)
+	}
+	if snap.ID() != cur.snap.ID() {
+		snap.Close()
+		return fmt.Errorf("remap %s: opened %s for %s", dataset, snap.ID(), cur.snap.ID())
+	}
+	// The same records over the same snapshot's other mapping. With none
+	// pending, the delta may start above covers (a new epoch's floor).
+	recs := cur.delta.Records(snap.Manifest.CoversThroughSeq)
+	floor := snap.Manifest.CoversThroughSeq
+	if len(recs) == 0 {
+		floor = cur.delta.LastSeq()
+	}
+	dl := delta.New(snap, floor)
+	dl.Apply(recs)
+	old := cur.snap
+	if old.TryRef() {
+		// The directory goes after the old mapping's last reader (below).
+		defer old.Unref()
+	}
+	d.swap(&readState{snap: snap, delta: dl})
+	if snap.Dir == "" && old.Dir != "" {
+		dir := old.Dir
+		old.OnClose(func() {
+			if err := os.RemoveAll(dir); err != nil {
+				s.opts.Logger.Warn("remove the directory of a snapshot served from elsewhere", "dataset", d.name, "dir", dir, "err", err)
+			}
+		})
+	}
+	return nil
+}
+
+// SnapshotFile is one file of a snapshot in service, open for reading
+// wherever it lives. It holds a reference on the snapshot until Close.
+type SnapshotFile struct {
+	*io.SectionReader
+	snap   *snapshot.Snapshot
+	closed atomic.Bool
+}
+
+// Close releases the snapshot.
+func (f *SnapshotFile) Close() error {
+	if f.closed.CompareAndSwap(false, true) {
+		f.snap.Unref()
+	}
+	return nil
+}
+
+// OpenSnapshotFile opens the file whose SHA-256 is sha of the snapshot
+// dataset serves (a directory's file or a mapped region: the server
+// streams it to companions). ErrNotFound if it has none.
+func (s *Store) OpenSnapshotFile(dataset, sha string) (*SnapshotFile, error) {
+	d, err := s.Dataset(dataset)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := d.acquire()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range rs.snap.Manifest.Files {
+		if f.SHA256 != sha {
+			continue
+		}
+		r, size, err := rs.snap.OpenFile(f.Name)
+		if err != nil {
+			break
+		}
+		return &SnapshotFile{SectionReader: io.NewSectionReader(r, 0, size), snap: rs.snap}, nil
+	}
+	rs.snap.Unref()
+	return nil, fmt.Errorf("%w: no file with sha256 %s in the snapshot %s serves", ErrNotFound, sha, dataset)
 }
 
 func (o *Options) withDefaults() Options {
@@ -371,6 +504,7 @@ func (s *Store) refreshDataset(name string) error {
 	}
 	s.registerLocked(d)
 	d.swap(rs)
+	s.dropDirIfElsewhere(d, snap)
 	d.mu.lostCurrent = false
 	if d.damage.Swap(nil) != nil {
 		s.opts.Logger.Info("damaged dataset serves again", "dataset", name, "snapshot", snap.ID())
@@ -424,7 +558,7 @@ func hadLife(dir string) bool {
 // openStateLocked opens snapshot id of d and the delta over it. d.mu is
 // held.
 func (s *Store) openStateLocked(d *Dataset, id string) (*readState, error) {
-	snap, err := snapshot.Open(filepath.Join(d.dir, format.SnapshotsDir, id))
+	snap, err := s.openSnapshot(d, id)
 	if err != nil {
 		return nil, err
 	}
