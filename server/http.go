@@ -397,16 +397,27 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		s.fail(w, r, err)
+	var content io.ReadSeeker
+	var mod time.Time
+	switch f := f.(type) {
+	case *os.File:
+		st, err := f.Stat()
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		content, mod = f, st.ModTime() // sendfile
+	case io.ReadSeeker:
+		content = f // a region mapped in place (localcache.SnapshotFile)
+	default:
+		s.fail(w, r, fmt.Errorf("file %s of %s cannot be served", r.PathValue("sha"), r.PathValue("name")))
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	if d := s.opts.Conn.FileChunkTimeout; d > 0 {
 		w = &progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d}
 	}
-	http.ServeContent(w, r, "", st.ModTime(), f)
+	http.ServeContent(w, r, "", mod, content)
 }
 
 // FileChunk is how much of a snapshot file download must be written

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
 	"github.com/energyscope/energyscope/server/lake"
 )
 
@@ -244,6 +246,10 @@ func (s *Server) migrateToLake(name string) error {
 		s.lk.Lock()
 		s.lk.vintages[name] = v
 		s.lk.Unlock()
+		// From now on it serves from the lake: the home's copy goes.
+		if err := s.store.Remap(name); err != nil {
+			return fmt.Errorf("migrate %s into the lake: serve it from the lake: %w", name, err)
+		}
 		return nil
 	}
 	return nil // not served here (damaged, or neither side has it)
@@ -304,4 +310,65 @@ func (s *Server) installFromLake(name string, v lake.Vintage) error {
 	s.lk.Unlock()
 	s.hub.Announce(name, m, "lake")
 	return nil
+}
+
+// SnapshotOpener is the store's OpenSnapshot hook for a home served from
+// a lake (localcache.Options.OpenSnapshot): snapshot id of a dataset is
+// mapped in place out of the lake's vintage with that es snapshot id; if
+// the lake has no such vintage (not published yet: a home from before the
+// lake, or its first open before the migration) or cannot be reached, the
+// snapshot's directory in the home is opened when it is there. open
+// gives the lake and a release (the es command opens it per call; the
+// server passes its own). known, when set, answers the vintage of an id
+// without asking the catalog.
+func SnapshotOpener(ctx context.Context, home string, open func() (*lake.Lake, func(), error), known func(dataset, id string) (lake.Vintage, bool),
+	log *slog.Logger) func(dataset, id string) (*snapshot.Snapshot, error) {
+	return func(dataset, id string) (*snapshot.Snapshot, error) {
+		dir := filepath.Join(home, localcache.DatasetsDir, dataset, format.SnapshotsDir, id)
+		var lerr error
+		if l, release, err := open(); err != nil {
+			lerr = err
+		} else {
+			v, ok := lake.Vintage{}, false
+			if known != nil {
+				v, ok = known(dataset, id)
+			}
+			if !ok {
+				if v, err = l.Resolve(ctx, dataset, id); err == nil && v.Snapshot == id {
+					ok = true
+				} else if err != nil && !errors.Is(err, lake.ErrNoDataset) && !errors.Is(err, lake.ErrUnknownVintage) {
+					lerr = err
+				}
+			}
+			if ok {
+				snap, err := l.OpenSnapshot(ctx, dataset, v, snapshot.Options{})
+				release()
+				if err == nil {
+					return snap, nil
+				}
+				lerr = err
+			} else {
+				release()
+			}
+		}
+		snap, err := snapshot.Open(dir)
+		if err != nil && lerr != nil {
+			return nil, fmt.Errorf("snapshot %s of %s: not in the lake (%w) nor in the home (%w)", id, dataset, lerr, err)
+		}
+		if err == nil && lerr != nil {
+			log.Warn("the lake did not open the snapshot; serving its copy in the home", "dataset", dataset, "snapshot", id, "err", lerr)
+		}
+		return snap, err
+	}
+}
+
+// knownVintage is the vintage dataset serves or is installing, if its es
+// snapshot id is id (no catalog round trip).
+func (s *Server) knownVintage(dataset, id string) (lake.Vintage, bool) {
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	if v, ok := s.lk.vintages[dataset]; ok && v.Snapshot == id {
+		return v, true
+	}
+	return lake.Vintage{}, false
 }

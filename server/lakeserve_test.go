@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http/httptest"
 	"os"
@@ -109,6 +111,36 @@ func manifestOf(t *testing.T, st *localcache.Store, dataset string) format.Manif
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 
+// checkServedFromLake: the dataset's snapshot in service is mapped from the
+// lake (no directory), the home holds no snapshot directory of it, and
+// /v1/files streams each of its files from the mapping, byte for byte.
+func checkServedFromLake(t *testing.T, f *fixture, dataset string) {
+	t.Helper()
+	sts, _ := f.srv.Store().Status()
+	for _, d := range sts {
+		if d.Name != dataset {
+			continue
+		}
+		if d.Dir != "" {
+			t.Fatalf("%s serves from %s, want the lake's mapping", dataset, d.Dir)
+		}
+		ents, _ := os.ReadDir(filepath.Join(f.srv.Store().DatasetDir(dataset), format.SnapshotsDir))
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), ".") {
+				t.Fatalf("the home keeps snapshot directory %s of %s", e.Name(), dataset)
+			}
+		}
+		for _, fi := range d.Manifest.Files {
+			code, body := f.do("GET", "/v1/files/"+dataset+"/"+fi.SHA256, f.read, "", nil, "")
+			if sum := sha256.Sum256([]byte(body)); code != 200 || hex.EncodeToString(sum[:]) != fi.SHA256 {
+				t.Fatalf("GET /v1/files of %s: %d, %d bytes, sha256 %x", fi.Name, code, len(body), sum)
+			}
+		}
+		return
+	}
+	t.Fatalf("%s not served", dataset)
+}
+
 // TestLakePublishesEveryInstall: a PUT, a POST compact and a compaction by
 // the size policy each leave exactly one new Iceberg snapshot whose
 // summary names what the store serves; /healthz reports the catalog and
@@ -118,6 +150,7 @@ func TestLakePublishesEveryInstall(t *testing.T) {
 	f, l := lakeFixture(t, home, Options{CompactRows: 3})
 	f.putStocks()
 	checkLakeHead(t, l, f.srv.Store(), "stocks", 1)
+	checkServedFromLake(t, f, "stocks")
 
 	// Two rows: under the size policy; POST compact publishes.
 	if code, body := f.do("POST", "/v1/datasets/stocks/rows", f.write, "text/csv", strings.NewReader("series_id,period,value\nMSFT,2026-11-01,500.5\nIBM,2026-11-01,1\n"), ""); code != 200 {
@@ -145,6 +178,7 @@ func TestLakePublishesEveryInstall(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	v := checkLakeHead(t, l, f.srv.Store(), "stocks", 3)
+	checkServedFromLake(t, f, "stocks")
 
 	h := f.health()
 	if h.State != HealthOK || h.Lake == nil || h.Lake.Catalog != CatalogReachable || len(h.Datasets) != 1 ||
@@ -157,6 +191,7 @@ func TestLakePublishesEveryInstall(t *testing.T) {
 	f, l = lakeFixture(t, home, Options{})
 	defer f.close()
 	checkLakeHead(t, l, f.srv.Store(), "stocks", 3)
+	checkServedFromLake(t, f, "stocks")
 	if code, body := f.do("GET", "/v1/series/MSFT?from=2026-12-01&to=2026-12-31", f.read, "", nil, ""); code != 200 || body != "period,value\n2026-12-01,501\n" {
 		t.Fatalf("after restart: %d %q", code, body)
 	}
@@ -177,6 +212,7 @@ func TestLakeMigratesPlainHome(t *testing.T) {
 	f.close()
 	f, l := lakeFixture(t, home, Options{})
 	checkLakeHead(t, l, f.srv.Store(), "stocks", 1)
+	checkServedFromLake(t, f, "stocks")
 	// The pending row is still served (in the delta, not yet compacted).
 	if code, body := f.do("GET", "/v1/series/MSFT?from=2026-11-01&to=2026-11-30", f.read, "", nil, ""); code != 200 || !strings.Contains(body, "500.5") {
 		t.Fatalf("pending row after the migration: %d %q", code, body)
@@ -185,6 +221,7 @@ func TestLakeMigratesPlainHome(t *testing.T) {
 	f, l = lakeFixture(t, home, Options{})
 	defer f.close()
 	checkLakeHead(t, l, f.srv.Store(), "stocks", 1) // once
+	checkServedFromLake(t, f, "stocks")
 }
 
 // TestLakeWinsAtStart: a vintage published to the lake while the server
@@ -214,6 +251,7 @@ func TestLakeWinsAtStart(t *testing.T) {
 		t.Fatalf("serves %s epoch %d seq %d, want the lake's %s epoch 9 seq 40", id, e, seq, m.SnapshotID)
 	}
 	checkLakeHead(t, l, f.srv.Store(), "stocks", 2) // installed, not published again
+	checkServedFromLake(t, f, "stocks")
 	if code, body := f.do("GET", "/v1/series/NEW", f.read, "", nil, ""); code != 200 || body != "period,value\n2026-01-01,8\n" {
 		t.Fatalf("NEW: %d %q", code, body)
 	}

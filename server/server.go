@@ -242,6 +242,7 @@ func New(o Options) (*Server, error) {
 	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep}
 	if o.Lake != nil {
 		lo.Publish = s.publishToLake
+		lo.OpenSnapshot = SnapshotOpener(s.ctx, o.Home, func() (*lake.Lake, func(), error) { return o.Lake, func() {}, nil }, s.knownVintage, o.Logger)
 	}
 	st, err := localcache.Open(o.Home, lo)
 	if err != nil {
@@ -433,8 +434,10 @@ func (s *Server) Since(name string, after uint64) ([]format.Record, bool) {
 	return slices.Clone(d.hist[i:]), true
 }
 
-// OpenFile implements hub.Source.
-func (s *Server) OpenFile(name, sha string) (*os.File, error) {
+// OpenFile implements hub.Source: a file of the dataset's retained
+// snapshot directories, or of the snapshot it serves wherever that lives
+// (mapped from the lake's Puffin file on a lake-backed server).
+func (s *Server) OpenFile(name, sha string) (hub.ReadAtCloser, error) {
 	d, err := s.dataset(name)
 	if err != nil {
 		return nil, err
@@ -442,10 +445,16 @@ func (s *Server) OpenFile(name, sha string) (*os.File, error) {
 	d.hmu.RLock()
 	p, ok := d.files[sha]
 	d.hmu.RUnlock()
-	if !ok {
+	if ok {
+		if f, err := os.Open(p); err == nil {
+			return f, nil
+		}
+	}
+	f, err := s.store.OpenSnapshotFile(name, sha)
+	if err != nil {
 		return nil, fmt.Errorf("no retained snapshot file with sha256 %s in %s", sha, name)
 	}
-	return os.Open(p)
+	return f, nil
 }
 
 // Ingest assigns sequence numbers to records, makes them durable (store
@@ -579,6 +588,11 @@ func (s *Server) trimHistory(d *dataset) {
 		if m, err := format.ReadManifest(filepath.Join(root, e.Name())); err == nil {
 			oldest = min(oldest, m.CoversThroughSeq)
 		}
+	}
+	if _, m, ok := s.Head(d.name); ok {
+		// The snapshot in service, also when it lives in the lake (no
+		// directory): the history reaches back at least to it.
+		oldest = min(oldest, m.CoversThroughSeq)
 	}
 	if oldest == ^uint64(0) {
 		return

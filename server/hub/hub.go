@@ -33,7 +33,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +57,9 @@ type Source interface {
 	// (Head is false), is damaged; false if it is not (unknown).
 	DamageOf(dataset string) (reason string, damaged bool)
 	// OpenFile opens the file of a dataset's retained snapshots whose
-	// SHA-256 is sha256.
-	OpenFile(dataset, sha256 string) (*os.File, error)
+	// SHA-256 is sha256 (a file, or a region of the lake's Puffin file
+	// mapped in place).
+	OpenFile(dataset, sha256 string) (ReadAtCloser, error)
 }
 
 // Vintages is the optional part of a Source that serves version 3's
