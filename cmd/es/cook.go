@@ -148,14 +148,7 @@ func cookDatasetTail(e *env, home string, lk *lake.Lake, dataset string, ins []s
 	// companion) on its home; the server takes new epochs by PUT.
 	lo := &localcache.Options{CompactRows: -1, CompactBytes: -1}
 	if lk != nil {
-		lo.Publish = func(dataset, dir string, m *format.Manifest) error {
-			v, err := lk.Publish(context.Background(), dataset, dir)
-			if err != nil {
-				return fmt.Errorf("publish to the lake (nothing changed): %w", err)
-			}
-			fmt.Fprintf(e.stderr, "published %s to the lake: iceberg snapshot %d\n", v.Snapshot, v.IcebergSnapshot)
-			return nil
-		}
+		lo = withLake(home, lo, lk, e.stderr)
 	}
 	st, err := localcache.Open(home, lo)
 	if errors.Is(err, localcache.ErrHomeLocked) {

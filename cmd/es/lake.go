@@ -5,10 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/lake"
 )
 
@@ -66,4 +70,44 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// withLake gives o the hooks of a server home with a lake (HOME/lake):
+// snapshots open from the lake, where the server keeps them (the home
+// holds no copy of a published snapshot), and a writable store publishes
+// every snapshot it is about to serve (es compact, es cook) as the server
+// does. lk is used when given; else the home's embedded lake is opened for
+// each call (a command opens few snapshots). A home without a lake is
+// left alone.
+func withLake(home string, o *localcache.Options, lk *lake.Lake, stderr io.Writer) *localcache.Options {
+	if lk == nil && !hasLake(home) {
+		return o
+	}
+	get := func() (*lake.Lake, func(), error) {
+		if lk != nil {
+			return lk, func() {}, nil
+		}
+		l, err := lake.Open(context.Background(), lake.DefaultOptions(home))
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() { l.Close() }, nil
+	}
+	o.OpenSnapshot = server.SnapshotOpener(context.Background(), home, get, nil, slog.New(slog.NewTextHandler(stderr, nil)))
+	if !o.ReadOnly {
+		o.Publish = func(dataset, dir string, m *format.Manifest) error {
+			l, release, err := get()
+			if err != nil {
+				return fmt.Errorf("open the lake: %w", err)
+			}
+			defer release()
+			v, err := l.Publish(context.Background(), dataset, dir)
+			if err != nil {
+				return fmt.Errorf("publish to the lake (nothing changed): %w", err)
+			}
+			fmt.Fprintf(stderr, "published %s to the lake: iceberg snapshot %d\n", v.Snapshot, v.IcebergSnapshot)
+			return nil
+		}
+	}
+	return o
 }

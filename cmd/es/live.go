@@ -13,7 +13,7 @@ func openWritable(home string, keep int) (*localcache.Store, error) {
 	if _, err := os.Stat(home); err != nil {
 		return nil, fmt.Errorf("home %s: %w", home, err)
 	}
-	return localcache.Open(home, &localcache.Options{Keep: keep, CompactRows: -1, CompactBytes: -1})
+	return localcache.Open(home, withLake(home, &localcache.Options{Keep: keep, CompactRows: -1, CompactBytes: -1}, nil, os.Stderr))
 }
 
 func runPut(e *env, args []string) error {

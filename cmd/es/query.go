@@ -23,7 +23,7 @@ func openStore(home string) (*localcache.Store, error) {
 	if _, err := os.Stat(home); err != nil {
 		return nil, fmt.Errorf("home %s: %w", home, err)
 	}
-	return localcache.Open(home, &localcache.Options{ReadOnly: true})
+	return localcache.Open(home, withLake(home, &localcache.Options{ReadOnly: true}, nil, os.Stderr))
 }
 
 // parseBound reads a FROM/TO argument with ES.Get's date grammar

@@ -382,7 +382,7 @@ func (c *e2eCompanion) start() {
 // homeState reads a home's state of a dataset read-only, as `es ls` does
 // (another process may be writing it).
 func homeState(home, ds string) (epoch uint64, snap string, seq uint64, err error) {
-	st, err := localcache.Open(home, &localcache.Options{ReadOnly: true})
+	st, err := openStore(home) // a server home's snapshots are in its lake
 	if err != nil {
 		return 0, "", 0, err
 	}
@@ -733,7 +733,7 @@ func testE2EResumeAfterKill(t *testing.T, big *bigDataset) {
 // someSeries returns n series ids of a dataset.
 func someSeries(t *testing.T, home, ds string, n int) []string {
 	t.Helper()
-	st, err := localcache.Open(home, &localcache.Options{ReadOnly: true})
+	st, err := openStore(home)
 	if err != nil {
 		t.Fatal(err)
 	}

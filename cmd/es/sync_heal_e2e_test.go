@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,6 +20,32 @@ func fileSHA(t *testing.T, p string) [32]byte {
 		t.Fatal(err)
 	}
 	return sha256.Sum256(b)
+}
+
+// servedSHA is the SHA-256 the manifest of the snapshot home serves of
+// dataset gives its file name (a server home keeps it in its lake).
+func servedSHA(t *testing.T, home, dataset, name string) [32]byte {
+	t.Helper()
+	st, err := openStore(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sts, err := st.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range sts {
+		if d.Name == dataset {
+			var sum [32]byte
+			if _, err := hex.Decode(sum[:], []byte(d.Manifest.File(name).SHA256)); err != nil {
+				t.Fatal(err)
+			}
+			return sum
+		}
+	}
+	t.Fatalf("%s does not serve %s", home, dataset)
+	return [32]byte{}
 }
 
 // testE2EHealDamaged: a companion is SIGKILLed and one byte near the end
@@ -40,7 +67,7 @@ func testE2EHealDamaged(t *testing.T, big *bigDataset) {
 	c.p.kill()
 
 	rel := filepath.Join(localcache.DatasetsDir, "big", format.SnapshotsDir, h.Snapshot, format.DataFile)
-	want := fileSHA(t, filepath.Join(srv.home, rel))
+	want := servedSHA(t, srv.home, "big", format.DataFile) // the server's copy is in its lake
 	data := filepath.Join(c.home, rel)
 	f, err := os.OpenFile(data, os.O_RDWR, 0)
 	if err != nil {
