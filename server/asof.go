@@ -134,7 +134,9 @@ func lakeErr(err error) error {
 }
 
 // Vintages lists a dataset's retained vintages, oldest first (cached; see
-// AsOfOptions.ListTTL).
+// AsOfOptions.ListTTL). When the catalog cannot be read, the last list
+// read answers (as-of reads go on from what is mapped); without one it is
+// ErrLakeUnavailable.
 func (a *AsOf) Vintages(ctx context.Context, dataset string) ([]lake.Vintage, error) {
 	a.mu.Lock()
 	l := a.lists[dataset]
@@ -144,7 +146,11 @@ func (a *AsOf) Vintages(ctx context.Context, dataset string) ([]lake.Vintage, er
 	}
 	vs, err := a.lake.Vintages(ctx, dataset)
 	if err != nil {
-		return nil, lakeErr(err)
+		err = lakeErr(err)
+		if l != nil && errors.Is(err, ErrLakeUnavailable) {
+			return l.vs, nil
+		}
+		return nil, err
 	}
 	a.mu.Lock()
 	a.lists[dataset] = &vintageList{vs: vs, loaded: time.Now()}
@@ -173,11 +179,14 @@ func (a *AsOf) fresh(dataset string, l *vintageList) bool {
 	return cur == ""
 }
 
-// Invalidate drops the cached list of a dataset's vintages (after a tag,
-// a rollback or an expiry).
+// Invalidate makes the next use of a dataset's list of vintages read the
+// catalog again (after a tag, a rollback or an expiry); the old list stays
+// as the answer while the catalog cannot be read.
 func (a *AsOf) Invalidate(dataset string) {
 	a.mu.Lock()
-	delete(a.lists, dataset)
+	if l := a.lists[dataset]; l != nil {
+		a.lists[dataset] = &vintageList{vs: l.vs}
+	}
 	a.mu.Unlock()
 }
 

@@ -132,8 +132,12 @@ func BenchmarkAsOf(b *testing.B) {
 	})
 	// fresh empties the server's vintage cache and its list of vintages.
 	fresh := func() {
-		ab.srv.vint.a.Close()
-		ab.srv.vint.a.Invalidate("bench")
+		a, err := ab.srv.asOf()
+		if err != nil {
+			b.Fatal(err)
+		}
+		a.Close()
+		a.Invalidate("bench")
 	}
 	b.Run("asof-first-touch", func(b *testing.B) {
 		p50(b, fresh, func() { asof(b) })

@@ -248,10 +248,19 @@ func TestAsOfErrors(t *testing.T) {
 	if _, err := a.Revisions(ctx, "pet", "NOPE", 0); !errors.Is(err, localcache.ErrNotFound) {
 		t.Errorf("revisions of an unknown series: %v", err)
 	}
-	// The catalog cannot be read (the lake was closed): unavailable.
+	// The catalog cannot be read (the lake was closed): a cache that has
+	// read the list goes on with it, one that has not says the lake is
+	// unavailable.
+	if _, err := a.Resolve(ctx, "pet", pub[1].v.Snapshot); err != nil {
+		t.Fatal(err)
+	}
 	l.Close()
 	a.Invalidate("pet")
-	if _, err := a.Resolve(ctx, "pet", "2026-10-01"); !errors.Is(err, ErrLakeUnavailable) {
+	if v, err := a.Resolve(ctx, "pet", pub[1].v.Snapshot); err != nil || v.IcebergSnapshot != pub[1].v.IcebergSnapshot {
+		t.Errorf("closed lake, list read before: %+v %v", v, err)
+	}
+	b := newAsOf(t, l, AsOfOptions{})
+	if _, err := b.Resolve(ctx, "pet", pub[1].v.Snapshot); !errors.Is(err, ErrLakeUnavailable) {
 		t.Errorf("closed lake: got %v, want ErrLakeUnavailable", err)
 	}
 }

@@ -190,15 +190,13 @@ func encodeSeriesJSONAsOf(buf *bytes.Buffer, id string, res localcache.Result, v
 // lake.Vintage, oldest first, read from the catalog.
 func (s *Server) handleVintages(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	a, err := s.asOf()
-	if err != nil {
-		s.failAsOf(w, r, err)
+	if s.opts.Lake == nil {
+		s.failAsOf(w, r, ErrNoLake)
 		return
 	}
-	a.Invalidate(name)
-	vs, err := a.Vintages(r.Context(), name)
+	vs, err := s.opts.Lake.Vintages(r.Context(), name)
 	if err != nil {
-		s.failAsOf(w, r, err)
+		s.failAsOf(w, r, lakeErr(err))
 		return
 	}
 	if vs == nil {

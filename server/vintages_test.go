@@ -586,3 +586,41 @@ func waitFor(t *testing.T, what string, f func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCatalogUnreachable: when the lake's catalog cannot be read (here:
+// its connection closed underneath the server), listing, tagging and
+// rolling back answer 503 naming the lake and change nothing, while the
+// snapshot in service and an as-of read of a vintage already mapped keep
+// answering.
+func TestCatalogUnreachable(t *testing.T) {
+	f := newLakeFixture(t, server.Options{})
+	pub := f.publish(2)
+	var before seriesJSON
+	if code, _ := f.get("/v1/series/A?asof="+pub[0].v.Snapshot, &before); code != 200 {
+		t.Fatalf("as of: %d", code)
+	}
+	head, _, _ := f.srv.Head("pet")
+	f.lk.Close()
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/v1/datasets/pet/vintages", ""},
+		{"POST", "/v1/datasets/pet/tags", `{"vintage":"` + pub[0].v.Snapshot + `","name":"t"}`},
+		{"POST", "/v1/datasets/pet/rollback?to=" + pub[0].v.Snapshot, ""},
+	} {
+		req, _ := http.NewRequest(tc.method, f.hs.URL+tc.path, strings.NewReader(tc.body))
+		code, body := f.do(req, nil)
+		if code != 503 || !strings.Contains(body, "lake") {
+			t.Errorf("%s %s with the catalog gone: %d %s, want 503 naming the lake", tc.method, tc.path, code, body)
+		}
+	}
+	if h, _, _ := f.srv.Head("pet"); h != head {
+		t.Errorf("the head changed: %+v -> %+v", head, h)
+	}
+	var now seriesJSON
+	if code, _ := f.get("/v1/series/A", &now); code != 200 || now.String() != pub[len(pub)-1].a.String() {
+		t.Errorf("current read with the catalog gone: %d %v", code, now)
+	}
+	var again seriesJSON
+	if code, body := f.get("/v1/series/A?asof="+pub[0].v.Snapshot, &again); code != 200 || again.String() != before.String() {
+		t.Errorf("as of a mapped vintage with the catalog gone: %d %s", code, body)
+	}
+}
