@@ -53,6 +53,7 @@ FUZZ_TARGETS = \
 	./functions:FuzzParseDate \
 	./functions:FuzzParseOptions \
 	./functions:FuzzCall \
+	./functions:FuzzAsOfForms \
 	./sync/protocol:FuzzDecodeMessage \
 	./sync/protocol:FuzzDecodeBinary \
 	./sync/protocol:FuzzVintageMessages

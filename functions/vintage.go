@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -55,11 +54,64 @@ func (a AsOf) Stable() bool {
 
 func (a AsOf) String() string { return "asof=" + a.Text }
 
-var (
-	esSnapshotRE = regexp.MustCompile(`^e[0-9]+-s[0-9]+-[0-9a-f]{12}$`)
-	tagRE        = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
-	dateOnlyRE   = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
-)
+// The forms of WHEN, checked by hand: asof= is parsed on every call of
+// ES.Get that has it, and a regexp costs more than the read it selects.
+
+// isDateOnly: [0-9]{4}-[0-9]{2}-[0-9]{2}.
+func isDateOnly(s string) bool {
+	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
+		return false
+	}
+	for i := range len(s) {
+		if i != 4 && i != 7 && !isDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isESSnapshot: e[0-9]+-s[0-9]+-[0-9a-f]{12}, as format names snapshots.
+func isESSnapshot(s string) bool {
+	digits := func(s string) (rest string, ok bool) {
+		i := 0
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		return s[i:], i > 0
+	}
+	if len(s) < 2 || s[0] != 'e' {
+		return false
+	}
+	s, ok := digits(s[1:])
+	if !ok || len(s) < 2 || s[0] != '-' || s[1] != 's' {
+		return false
+	}
+	if s, ok = digits(s[2:]); !ok || len(s) != 13 || s[0] != '-' {
+		return false
+	}
+	for i := 1; i < 13; i++ {
+		if c := s[i]; !isDigit(c) && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isTag: [A-Za-z][A-Za-z0-9_.-]{0,63}, the server's rule for es tag.
+func isTag(s string) bool {
+	if len(s) == 0 || len(s) > 64 || !isLetter(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !isLetter(c) && !isDigit(c) && c != '_' && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 // ErrBadAsOf: a WHEN that is none of a time, a date, a snapshot id or a tag (wrapped
 // with the text; ES.Get shows it as #VALUE!).
@@ -77,13 +129,13 @@ func ParseAsOf(s string) (AsOf, error) {
 	switch {
 	case w == "":
 		return bad(ErrBadAsOf)
-	case dateOnlyRE.MatchString(w):
+	case isDateOnly(w):
 		d, err := time.Parse(time.DateOnly, w)
 		if err != nil {
 			return bad(fmt.Errorf("not a date: %w", ErrBadAsOf))
 		}
 		return AsOf{Kind: AsOfDate, Text: w, Time: d.Unix() + secondsPerDay - 1}, nil
-	case esSnapshotRE.MatchString(w):
+	case isESSnapshot(w):
 		return AsOf{Kind: AsOfSnapshot, Text: w}, nil
 	case w[0] >= '0' && w[0] <= '9':
 		if !strings.ContainsAny(w, "-:T") {
@@ -98,7 +150,7 @@ func ParseAsOf(s string) (AsOf, error) {
 		}
 		t = t.UTC().Truncate(time.Second)
 		return AsOf{Kind: AsOfTime, Text: t.Format(time.RFC3339), Time: t.Unix()}, nil
-	case tagRE.MatchString(w):
+	case isTag(w):
 		return AsOf{Kind: AsOfTag, Text: w}, nil
 	}
 	return bad(ErrBadAsOf)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -196,4 +197,33 @@ func TestRevisions(t *testing.T) {
 	if math.IsNaN(at(0)) {
 		t.Fatal("serial")
 	}
+}
+
+// The hand-written checks of WHEN's forms say what these say.
+var (
+	esSnapshotRE = regexp.MustCompile(`^e[0-9]+-s[0-9]+-[0-9a-f]{12}$`)
+	tagRE        = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
+	dateOnlyRE   = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+)
+
+func FuzzAsOfForms(f *testing.F) {
+	for _, s := range []string{"2026-10-01", "2026-1-01", "e3-s120-0123456789ab", "e-s1-0123456789ab", "e3-s120-0123456789aB",
+		"e3-s120-0123456789abc", "q3-close", "Q", "a_b.c-d", "1tag", "", "2026-10-01T00:00:00Z", "e12-s3-ffffffffffff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isDateOnly(s), dateOnlyRE.MatchString(s); got != want {
+			t.Fatalf("isDateOnly(%q) = %v, regexp %v", s, got, want)
+		}
+		if got, want := isESSnapshot(s), esSnapshotRE.MatchString(s); got != want {
+			t.Fatalf("isESSnapshot(%q) = %v, regexp %v", s, got, want)
+		}
+		if got, want := isTag(s), tagRE.MatchString(s); got != want {
+			t.Fatalf("isTag(%q) = %v, regexp %v", s, got, want)
+		}
+		a, err := ParseAsOf(s)
+		if (err == nil) == errors.Is(err, ErrBadAsOf) || (err == nil && (a.Kind == 0 || a.Text == "")) {
+			t.Fatalf("ParseAsOf(%q) = %+v, %v", s, a, err)
+		}
+	})
 }

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/energyscope/energyscope/functions"
 	"github.com/energyscope/energyscope/functions/bridge"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
@@ -132,7 +133,7 @@ func Start(cfg Config) (*Companion, error) {
 	o.Status = storeStatus{c}
 	o.Logger = log
 	o.Changes = wiring.Changes{Store: st}
-	srv, err := bridge.Start(source{Source: wiring.Source{Store: st}, v: c.vint}, o)
+	srv, err := bridge.Start(c.Source(), o)
 	switch {
 	case err == nil:
 		c.bridge = srv
@@ -164,6 +165,12 @@ func (c *Companion) Config() Config {
 
 // Store is the home's store. It stays open until Close.
 func (c *Companion) Store() *localcache.Store { return c.store }
+
+// Source is what the bridge's functions read: the store, and the
+// vintages (as-of reads and revisions, a functions.VintageSource).
+func (c *Companion) Source() functions.Source {
+	return source{Source: wiring.Source{Store: c.store}, v: c.vint}
+}
 
 // Bridge is the running bridge, or nil if it could not start (BridgeErr).
 func (c *Companion) Bridge() *bridge.Server { return c.bridge }
