@@ -7,9 +7,11 @@
 // catchup_end so readers never see half of it) or a snapshot to rebase on.
 // Rebasing compacts locally when the client already holds every delta the
 // snapshot covers and compares SHA-256s with the server's manifest; it
-// downloads only on a mismatch or when it lacks deltas. Downloads go to
-// .partial files, are verified per 4 MiB chunk and per file by SHA-256 and
-// resume from the last verified chunk after a kill or a network cut.
+// downloads only on a mismatch or when it lacks deltas. Downloads go into
+// the sink's Stage of the snapshot (the store owns the files), which
+// verifies per 4 MiB chunk and per file by SHA-256 and resumes from the
+// last verified chunk after a kill or a network cut; the engine touches
+// no file of the store.
 // Deltas are acknowledged only after the sink made them durable.
 //
 // Trust (protocol version 2): a frame whose checksum fails is never
@@ -32,10 +34,10 @@
 //   - session.go: one connection: dial, hello, the read loop, the writer, the watchdog.
 //   - apply.go: deltas made durable and acknowledged; a failing apply and its retry.
 //   - rebase.go: a server reset, a snapshot answered by local compaction or by download.
-//   - download.go: the resumable, chunk-verified snapshot download and its install.
+//   - download.go: the resumable, chunk-verified snapshot download into a Sink.Stage, and its commit.
 //   - vintage.go: protocol version 3's vintage and revisions requests, and a
 //     vintage's files fetched like a snapshot's into the caller's Stage.
 //   - progress.go: Progress for a UI (states, lag, rate, ETA).
-//   - metrics.go: Metrics, the counters and each completed download's accounting.
+//   - metrics.go: Metrics, the counters, each completed download's accounting and each rebase.
 //   - state.go, errors.go: the dataset states and the errors callers check.
 package client
