@@ -295,19 +295,6 @@ func (o *Options) set(tok string) (string, error) {
 			return bad("id, name, unit, all (or several joined by +), y or n")
 		}
 		o.Headers = h
-	case "dates", "date":
-		key = "dates"
-		b, ok := parseYesNo(lv)
-		if !ok {
-			return bad("y or n")
-		}
-		o.Dates = b
-	case "transpose":
-		b, ok := parseYesNo(lv)
-		if !ok {
-			return bad("y or n")
-		}
-		o.Transpose = b
 	case "asof", "as_of", "vintage":
 		a, err := ParseAsOf(v)
 		if err != nil {
@@ -369,6 +356,7 @@ var (
 		{ChangeDiff, []string{"diff"}}, {ChangePct, []string{"pct", "%"}}, {ChangeNone, []string{"none"}},
 	}
 	orderWords = []choice[bool]{{false, []string{"asc", "ascending"}}, {true, []string{"desc", "descending"}}}
+	yesNoWords = []choice[bool]{{true, []string{"y", "yes", "true", "1", "on"}}, {false, []string{"n", "no", "false", "0", "off"}}}
 )
 
 // enumOptions are the options whose value is one of a few words: the keys
@@ -386,6 +374,8 @@ var enumOptions = []struct {
 	{[]string{"chg", "change"}, "diff, pct or log", func(o *Options, w string) bool { return choose(w, chgWords, &o.Chg) }},
 	{[]string{"yoy"}, "diff or pct", func(o *Options, w string) bool { return choose(w, yoyWords, &o.YoY) }},
 	{[]string{"order", "sort"}, "asc or desc", func(o *Options, w string) bool { return choose(w, orderWords, &o.Desc) }},
+	{[]string{"dates", "date"}, "y or n", func(o *Options, w string) bool { return choose(w, yesNoWords, &o.Dates) }},
+	{[]string{"transpose"}, "y or n", func(o *Options, w string) bool { return choose(w, yesNoWords, &o.Transpose) }},
 }
 
 var optionKeys = []string{"per", "agg", "days", "fill", "chg", "yoy", "ma", "rebase", "scale", "order", "headers", "dates", "transpose", "last", "asof"}
@@ -416,12 +406,7 @@ func parseHeaders(s string) (HeaderRows, bool) {
 	return h, true
 }
 
-func parseYesNo(s string) (bool, bool) {
-	switch s {
-	case "y", "yes", "true", "1", "on":
-		return true, true
-	case "n", "no", "false", "0", "off":
-		return false, true
-	}
-	return false, false
+func parseYesNo(s string) (b, ok bool) {
+	ok = choose(s, yesNoWords, &b)
+	return b, ok
 }
