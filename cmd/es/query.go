@@ -127,16 +127,7 @@ func runGet(e *env, args []string) error {
 	// it half way.
 	var out bytes.Buffer
 	err = viewResolved(st, ref, from, to, func(res localcache.Result) error {
-		out.WriteString("period,value\n")
-		intraday := res.Frequency.Intraday()
-		buf := make([]byte, 0, 64)
-		for i := 0; i < res.Points.Len(); i++ {
-			buf = append(buf[:0], formatPeriod(res.Points.Unix(i), intraday)...)
-			buf = append(buf, ',')
-			buf = strconv.AppendFloat(buf, res.Points.Values[i], 'g', -1, 64)
-			buf = append(buf, '\n')
-			out.Write(buf)
-		}
+		pointsCSV(&out, res)
 		return nil
 	})
 	if err != nil {
@@ -144,6 +135,22 @@ func runGet(e *env, args []string) error {
 	}
 	_, err = e.stdout.Write(out.Bytes())
 	return err
+}
+
+// pointsCSV writes res's points as es get prints them: a period,value
+// header, then one line a point. It copies out of the mapping, so it runs
+// inside the store's view (its fault guard).
+func pointsCSV(out *bytes.Buffer, res localcache.Result) {
+	out.WriteString("period,value\n")
+	intraday := res.Frequency.Intraday()
+	buf := make([]byte, 0, 64)
+	for i := 0; i < res.Points.Len(); i++ {
+		buf = append(buf[:0], formatPeriod(res.Points.Unix(i), intraday)...)
+		buf = append(buf, ',')
+		buf = strconv.AppendFloat(buf, res.Points.Values[i], 'g', -1, 64)
+		buf = append(buf, '\n')
+		out.Write(buf)
+	}
 }
 
 // infoJSON is the JSON shape of es info.

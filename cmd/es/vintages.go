@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -194,16 +193,7 @@ func getAsOf(e *env, home string, lf *lakeFlags, ref, when string, from, to int6
 	}
 	var out bytes.Buffer
 	err = a.View(ctx, dataset, v, id, from, to, func(res localcache.Result) error {
-		out.WriteString("period,value\n")
-		intraday := res.Frequency.Intraday()
-		buf := make([]byte, 0, 64)
-		for i := 0; i < res.Points.Len(); i++ {
-			buf = append(buf[:0], formatPeriod(res.Points.Unix(i), intraday)...)
-			buf = append(buf, ',')
-			buf = strconv.AppendFloat(buf, res.Points.Values[i], 'g', -1, 64)
-			buf = append(buf, '\n')
-			out.Write(buf)
-		}
+		pointsCSV(&out, res)
 		return nil
 	})
 	if err != nil {
