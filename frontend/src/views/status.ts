@@ -1,19 +1,18 @@
 import { api, on, Status } from '../api';
 import type { Shell, View } from '../main';
 import { reportReady } from '../main';
+import { PolledView } from './polled';
 import { h, clear, num, bytes, ago, badge, errorBox } from '../util';
 
-export class StatusView implements View {
+export class StatusView extends PolledView implements View {
   id = 'status';
   title = 'Status';
   icon = 'M3 13h8V3H3v10zm0 8h8v-6H3v6zm10 0h8V11h-8v10zm0-18v6h8V3h-8z';
-  el = h('section');
-  private body = h('div');
-  private timer?: ReturnType<typeof setInterval>;
 
   // initial is the Status that came with Hello: the first show draws it
   // without asking again.
   constructor(private shell: Shell, private initial?: Status) {
+    super(2000);
     this.el.append(h('header', { class: 'view-head' }, h('h1', {}, 'Status'), h('p', { class: 'muted' }, 'Your local copy of the data, the sync with the server and the bridge to Excel.')), this.body);
     on('status:changed', () => this.visible() && this.refresh());
   }
@@ -22,7 +21,7 @@ export class StatusView implements View {
     return !this.el.hidden;
   }
 
-  show(): void {
+  protected shown(): void {
     if (this.initial) {
       this.render(this.initial);
       this.initial = undefined;
@@ -30,11 +29,6 @@ export class StatusView implements View {
     } else {
       void this.refresh();
     }
-    this.timer = setInterval(() => void this.refresh(), 2000);
-  }
-
-  hide(): void {
-    clearInterval(this.timer);
   }
 
   async refresh(): Promise<void> {

@@ -1,30 +1,20 @@
 import { api, on, Sync } from '../api';
 import type { View } from '../main';
 import { h, clear, num, bytes, duration, ago, badge, errorBox, toast } from '../util';
+import { PolledView } from './polled';
 import { stateBadge } from './status';
 
-export class SyncView implements View {
+export class SyncView extends PolledView implements View {
   id = 'sync';
   title = 'Sync';
   icon = 'M12 4V1L8 5l4 4V6c3.31 0 6 2.69 6 6 0 1.01-.25 1.97-.7 2.8l1.46 1.46A7.93 7.93 0 0 0 20 12c0-4.42-3.58-8-8-8zm0 14c-3.31 0-6-2.69-6-6 0-1.01.25-1.97.7-2.8L5.24 7.74A7.93 7.93 0 0 0 4 12c0 4.42 3.58 8 8 8v3l4-4-4-4v3z';
-  el = h('section');
-  private body = h('div');
-  private timer?: ReturnType<typeof setInterval>;
 
   constructor() {
+    super(1000);
     this.el.append(h('header', { class: 'view-head' }, h('h1', {}, 'Sync'), h('p', { class: 'muted' }, 'Datasets kept in step with the server. Local data keeps working offline.')), this.body);
     on<Sync>('sync:progress', (s) => {
       if (!this.el.hidden && s) this.render(s);
     });
-  }
-
-  show(): void {
-    void this.refresh();
-    this.timer = setInterval(() => void this.refresh(), 1000);
-  }
-
-  hide(): void {
-    clearInterval(this.timer);
   }
 
   async refresh(): Promise<void> {
