@@ -127,7 +127,9 @@ func OpenHash(b []byte, series int) (Hash, error) {
 	size := uint64(header) + 8*slots
 	if h.version == hashVersion2 {
 		h.batches = binary.LittleEndian.Uint32(b[24:])
-		_, _, size = hotLayout(uint64(h.log2), uint64(n), uint64(h.batches))
+		var slotAt uint64
+		slotAt, _, size = hotLayout(uint64(h.log2), uint64(n), uint64(h.batches))
+		header = int(slotAt)
 	}
 	if uint64(len(b)) != size {
 		return Hash{}, corrupt(f, -1, "size %d does not match %d slots", len(b), slots)

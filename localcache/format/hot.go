@@ -10,7 +10,7 @@ import (
 	"github.com/energyscope/energyscope/localcache/internal/mmap"
 )
 
-// index.hash version 2 (format version 2) adds, behind the slot table of
+// index.hash version 2 (format version 2) adds, around the slot table of
 // version 1, everything a lookup needs, so that a lookup touches the slot,
 // one 32-byte record and the id's bytes, then the points: no index.arrow
 // column, no data.arrow batch header, no string parsed. Little-endian:
@@ -21,16 +21,18 @@ import (
 //	16  uint32   series count n
 //	20  uint32   CRC-32C of the slot table
 //	24  uint32   batch count (data.arrow's record batches)
-//	28  uint32   CRC-32C of the batch table and the records (padding included)
+//	28  uint32   CRC-32C of the batch table, its padding and the records
 //	32  [28]byte reserved (0)
 //	60  uint32   CRC-32C of bytes 0..60
-//	64  [slots]uint64      slot table, as in version 1
-//	B = 64 + 8*slots:      batch table, per batch of data.arrow 24 bytes:
+//	64  batch table, per batch of data.arrow 24 bytes (in the header's
+//	    page, so that open faults in one page for both):
 //	      uint64 byte offset of its period values in data.arrow
 //	      uint64 byte offset of its value column in data.arrow
 //	      uint64 its row count
-//	R = B + 24*batches rounded up to 64 (zero padding): n records of 32 bytes,
-//	    one per index row (so a record never straddles a 64-byte line):
+//	S = 64 + 24*batches rounded up to 64 (zero padding): [slots]uint64 slot
+//	    table, as in version 1
+//	R = S + 8*slots: n records of 32 bytes, one per index row (R is a
+//	    multiple of 64, so a record never straddles a 64-byte line):
 //	      0  uint32 batch (hot: data.arrow record batch; cold: tail.parquet row group)
 //	      4  uint32 offset of the series' first row in it
 //	      8  uint32 length (rows)
@@ -107,11 +109,21 @@ type HotIndex struct {
 // batchLoc is an entry of the batch table, decoded.
 type batchLoc struct{ periodsAt, valuesAt, rows uint64 }
 
-// hotLayout is the position of the tables of a version 2 index.hash.
-func hotLayout(log2, series, batches uint64) (batchAt, recAt, size uint64) {
-	batchAt = hotHeaderSize + 8<<log2
-	recAt = (batchAt + batchLocSize*batches + hotRecordsAlign - 1) &^ (hotRecordsAlign - 1)
-	return batchAt, recAt, recAt + HotRecordSize*series
+// batchAt is the position of the batch table of a version 2 index.hash.
+const batchAt = hotHeaderSize
+
+// hotLayout is the position of the slot table and the records of a
+// version 2 index.hash, and its size.
+func hotLayout(log2, series, batches uint64) (slotAt, recAt, size uint64) {
+	slotAt = (batchAt + batchLocSize*batches + hotRecordsAlign - 1) &^ (hotRecordsAlign - 1)
+	recAt = slotAt + 8<<log2
+	return slotAt, recAt, recAt + HotRecordSize*series
+}
+
+// hotCRC is the checksum at offset 28 of a version 2 index.hash: the batch
+// table with its padding, then the records.
+func hotCRC(b []byte, slotAt, recAt uint64) uint32 {
+	return crc32.Update(crc32.Checksum(b[batchAt:slotAt], castagnoli), castagnoli, b[recAt:])
 }
 
 // OpenHot opens the lookup tables of a snapshot: hb is index.hash, ib and
@@ -137,13 +149,11 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 		}
 		t.Built = true
 	}
-	batchAt := uint64(0)
 	if !t.Built {
 		if int(h.batches) != d.NumBatches {
 			return nil, corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
 		}
-		var recAt uint64
-		batchAt, recAt, _ = hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
+		_, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
 		batches = hb[batchAt : batchAt+batchLocSize*uint64(h.batches)]
 		t.recs = hb[recAt:]
 	}
@@ -319,18 +329,18 @@ func buildHash2(x *Index, d *Data, ib, db []byte) ([]byte, error) {
 		ids[r] = x.ID(uint32(r))
 	}
 	log2 := slotLog2(len(ids))
-	batchAt, recAt, size := hotLayout(uint64(log2), uint64(len(ids)), uint64(d.NumBatches))
+	slotAt, recAt, size := hotLayout(uint64(log2), uint64(len(ids)), uint64(d.NumBatches))
 	buf := make([]byte, size)
-	fillSlots(buf[hotHeaderSize:batchAt], ids)
+	fillSlots(buf[slotAt:recAt], ids)
 	copy(buf[batchAt:], batches)
 	copy(buf[recAt:], recs)
 	copy(buf, hashMagic)
 	binary.LittleEndian.PutUint32(buf[8:], hashVersion2)
 	binary.LittleEndian.PutUint32(buf[12:], log2)
 	binary.LittleEndian.PutUint32(buf[16:], uint32(len(ids)))
-	binary.LittleEndian.PutUint32(buf[20:], crc32.Checksum(buf[hotHeaderSize:batchAt], castagnoli))
+	binary.LittleEndian.PutUint32(buf[20:], crc32.Checksum(buf[slotAt:recAt], castagnoli))
 	binary.LittleEndian.PutUint32(buf[24:], uint32(d.NumBatches))
-	binary.LittleEndian.PutUint32(buf[28:], crc32.Checksum(buf[batchAt:], castagnoli))
+	binary.LittleEndian.PutUint32(buf[28:], hotCRC(buf, slotAt, recAt))
 	binary.LittleEndian.PutUint32(buf[60:], crc32.Checksum(buf[:60], castagnoli))
 	return buf, nil
 }
@@ -343,9 +353,9 @@ func verifyHot(hb, ib, db []byte, x *Index, d *Data) error {
 	if err != nil || h.version != hashVersion2 {
 		return err
 	}
-	batchAt, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
-	if got, want := crc32.Checksum(hb[batchAt:], castagnoli), binary.LittleEndian.Uint32(hb[28:]); got != want {
-		return corrupt(HashFile, int64(batchAt), "batch table and records checksum %08x, want %08x", got, want)
+	slotAt, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
+	if got, want := hotCRC(hb, slotAt, recAt), binary.LittleEndian.Uint32(hb[28:]); got != want {
+		return corrupt(HashFile, batchAt, "batch table and records checksum %08x, want %08x", got, want)
 	}
 	if int(h.batches) != d.NumBatches {
 		return corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
@@ -357,7 +367,7 @@ func verifyHot(hb, ib, db []byte, x *Index, d *Data) error {
 	if i := firstDiff(hb[batchAt:batchAt+uint64(len(batches))], batches); i >= 0 {
 		return corrupt(HashFile, int64(batchAt)+int64(i), "batch %d does not match data.arrow", i/batchLocSize)
 	}
-	for i := batchAt + uint64(len(batches)); i < recAt; i++ {
+	for i := batchAt + uint64(len(batches)); i < slotAt; i++ {
 		if hb[i] != 0 {
 			return corrupt(HashFile, int64(i), "padding is not zero")
 		}

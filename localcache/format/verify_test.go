@@ -128,7 +128,6 @@ func TestVerifyFileProblems(t *testing.T) {
 		}},
 		{"batch table rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) {
-				batchAt, _, _ := hotLayout(uint64(binary.LittleEndian.Uint32(b[12:])), 0, 0)
 				b[batchAt] += 8 // batch 0's period offset
 			})
 		}},
@@ -230,9 +229,9 @@ func rewriteHash(t *testing.T, dir string, edit func(b []byte, recAt uint64)) {
 	t.Helper()
 	b := readFile(t, dir, HashFile)
 	log2, n, nb := binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:]), binary.LittleEndian.Uint32(b[24:])
-	batchAt, recAt, _ := hotLayout(uint64(log2), uint64(n), uint64(nb))
+	slotAt, recAt, _ := hotLayout(uint64(log2), uint64(n), uint64(nb))
 	edit(b, recAt)
-	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[batchAt:], castagnoli))
+	binary.LittleEndian.PutUint32(b[28:], hotCRC(b, slotAt, recAt))
 	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
 	put(t, dir, HashFile, b)
 	fi, err := HashFileInfo(filepath.Join(dir, HashFile))
