@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -147,6 +148,10 @@ func (v *vintages) held(dataset string, asof functions.AsOf) string {
 			vid = asof.Text
 		case functions.AsOfTag:
 			if m, ok := v.cache.Find(dataset, func(m localcache.VintageMeta) bool { return slices.Contains(m.Tags, asof.Text) }); ok {
+				vid = m.Snapshot
+			}
+		case functions.AsOfIceberg:
+			if m, ok := v.cache.Find(dataset, func(m localcache.VintageMeta) bool { return strconv.FormatInt(m.Iceberg, 10) == asof.Text }); ok {
 				vid = m.Snapshot
 			}
 		}

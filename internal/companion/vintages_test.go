@@ -66,7 +66,7 @@ func (s *vintageServer) Vintage(_ context.Context, dataset, asof string) (protoc
 		switch {
 		case err == nil && !v.info.CommittedAt.After(at):
 			best = v
-		case err != nil && (v.info.Snapshot == asof || (len(v.info.Tags) > 0 && v.info.Tags[0] == asof)):
+		case err != nil && (v.info.Snapshot == asof || (len(v.info.Tags) > 0 && v.info.Tags[0] == asof) || fmt.Sprint(v.info.IcebergSnapshot) == asof):
 			best = v
 		}
 	}
@@ -329,6 +329,7 @@ func TestCompanionAsOf(t *testing.T) {
 	wantValue(t, c, 39.81, "MSFT", "2000-01", "2000-01", "asof=2026-09-15")
 	wantValue(t, c, 1000, "MSFT", "2000-01", "2000-01", "asof=q3-close")
 	wantValue(t, c, 1000, "MSFT", "2000-01", "2000-01", "asof="+vs.vintages[1].info.Snapshot)
+	wantValue(t, c, 39.81, "MSFT", "2000-01", "2000-01", fmt.Sprintf("asof=%d", vs.vintages[0].info.IcebergSnapshot))
 	wantError(t, c, "#N/A", "MSFT: vintage asof=2026-10-15 is not held on this computer and the server is unreachable",
 		"MSFT", "asof=2026-10-15")
 	_, code, msg = calc(t, c, "ES.Revisions", "MSFT", "2000-02")
