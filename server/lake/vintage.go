@@ -45,31 +45,37 @@ func vintagesOf(t *table.Table) []Vintage {
 	}
 	var out []Vintage
 	for _, s := range md.Snapshots() {
-		v := Vintage{
-			IcebergSnapshot: s.SnapshotID,
-			CommittedAt:     time.UnixMilli(s.TimestampMs).UTC(),
-			SequenceNumber:  s.SequenceNumber,
-			Tags:            tags[s.SnapshotID],
-		}
-		slices.Sort(v.Tags)
-		if s.Summary != nil {
-			p := s.Summary.Properties
-			v.Operation = string(s.Summary.Operation)
-			v.Snapshot = p[SummarySnapshot]
-			v.Epoch = parseUint(p, SummaryEpoch)
-			v.CoversSeq = parseUint(p, SummaryCoversSeq)
-			v.Rows = int64(parseUint(p, "total-records"))
-			if id, err := strconv.ParseInt(p[SummaryRollbackOf], 10, 64); err == nil {
-				v.RollbackOf = id
-			}
-		}
-		v.Serving = v.Snapshot != "" && stats[s.SnapshotID]
-		out = append(out, v)
+		out = append(out, vintageOf(&s, stats[s.SnapshotID], tags[s.SnapshotID]))
 	}
 	slices.SortStableFunc(out, func(a, b Vintage) int {
 		return cmp.Or(cmp.Compare(a.SequenceNumber, b.SequenceNumber), a.CommittedAt.Compare(b.CommittedAt))
 	})
 	return out
+}
+
+// vintageOf is one snapshot as a vintage; hasStats says whether a
+// statistics file is registered for it.
+func vintageOf(s *table.Snapshot, hasStats bool, tags []string) Vintage {
+	v := Vintage{
+		IcebergSnapshot: s.SnapshotID,
+		CommittedAt:     time.UnixMilli(s.TimestampMs).UTC(),
+		SequenceNumber:  s.SequenceNumber,
+		Tags:            slices.Clone(tags),
+	}
+	slices.Sort(v.Tags)
+	if s.Summary != nil {
+		p := s.Summary.Properties
+		v.Operation = string(s.Summary.Operation)
+		v.Snapshot = p[SummarySnapshot]
+		v.Epoch = parseUint(p, SummaryEpoch)
+		v.CoversSeq = parseUint(p, SummaryCoversSeq)
+		v.Rows = int64(parseUint(p, "total-records"))
+		if id, err := strconv.ParseInt(p[SummaryRollbackOf], 10, 64); err == nil {
+			v.RollbackOf = id
+		}
+	}
+	v.Serving = v.Snapshot != "" && hasStats
+	return v
 }
 
 // Vintages lists a dataset's retained vintages, oldest first, including
@@ -96,13 +102,23 @@ func (l *Lake) Head(ctx context.Context, dataset string) (Vintage, error) {
 	return vintageByID(t, cur.SnapshotID)
 }
 
+// vintageByID is the vintage of Iceberg snapshot id, without building
+// the others (a lookup per open: linear in the table's snapshots, no
+// summary copied but its own).
 func vintageByID(t *table.Table, id int64) (Vintage, error) {
-	for _, v := range vintagesOf(t) {
-		if v.IcebergSnapshot == id {
-			return v, nil
+	md := t.Metadata()
+	s := md.SnapshotByID(id)
+	if s == nil {
+		return Vintage{}, fmt.Errorf("%w: iceberg snapshot %d", ErrUnknownVintage, id)
+	}
+	_, hasStats := statisticsOf(t, id)
+	var tags []string
+	for name, ref := range md.Refs() {
+		if ref.SnapshotRefType == table.TagRef && ref.SnapshotID == id {
+			tags = append(tags, name)
 		}
 	}
-	return Vintage{}, fmt.Errorf("%w: iceberg snapshot %d", ErrUnknownVintage, id)
+	return vintageOf(s, hasStats, tags), nil
 }
 
 // Current is the vintage a server serves: the newest vintage on the main
