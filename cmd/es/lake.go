@@ -25,7 +25,7 @@ type lakeFlags struct {
 
 func (f *lakeFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.catalog, "catalog", "", "Iceberg catalog of the lake: empty = embedded SQLite at HOME/lake/catalog.db; postgres://... (several servers), http(s)://... (REST) or sqlite:PATH")
-	fs.StringVar(&f.warehouse, "warehouse", "", "where the lake's data and serving files go: file:///PATH or an absolute path (default HOME/lake/warehouse)")
+	fs.StringVar(&f.warehouse, "warehouse", "", "where the lake's data and serving files go: file:///PATH, an absolute path or s3://BUCKET/PREFIX (default HOME/lake/warehouse)")
 	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// --warehouse (credentials from the usual AWS variables)")
 }
 
@@ -34,10 +34,7 @@ func (f *lakeFlags) set() bool { return f.catalog != "" || f.warehouse != "" || 
 
 func (f *lakeFlags) options(home string) (lake.Options, error) {
 	o := lake.DefaultOptions(home)
-	o.CatalogURI, o.Warehouse = f.catalog, f.warehouse
-	if f.s3Endpoint != "" {
-		return o, usagef("--s3-endpoint: this build's lake does not support s3:// warehouses yet")
-	}
+	o.CatalogURI, o.Warehouse, o.S3Endpoint = f.catalog, f.warehouse, f.s3Endpoint
 	if err := o.Validate(); err != nil {
 		return o, usageError{err}
 	}
