@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+	"github.com/energyscope/energyscope/server/lake"
+)
+
+// BenchmarkServerOpenFromLake: a fresh server (server.New, one lookup,
+// Close) over the same snapshot, side by side in each iteration: from a
+// plain home (the snapshot directory mapped) and from a home whose
+// snapshot lives in its embedded file:// lake (lake.Open, the catalog's
+// head, the Puffin blobs mapped in place; no directory in the home), and
+// the lake again with the catalog already open (warm). Rows:
+// ES_LAKE_BENCH_ROWS (default 1 Mi, ~80 daily points a series).
+//
+//	go test ./server -run '^$' -bench ServerOpenFromLake -benchtime 20x
+func BenchmarkServerOpenFromLake(b *testing.B) {
+	rows := 1 << 20
+	if s := os.Getenv("ES_LAKE_BENCH_ROWS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 80 {
+			b.Fatalf("ES_LAKE_BENCH_ROWS=%q: want a number >= 80", s)
+		}
+		rows = n
+	}
+	tab := &format.Table{}
+	r := rand.New(rand.NewPCG(1, 2))
+	day := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	for s := range rows / 80 {
+		tab.Series = append(tab.Series, format.SeriesMeta{ID: fmt.Sprintf("PET.S%07d.W", s), Name: fmt.Sprintf("Series %d", s), Unit: "Thousand Barrels", Source: "EIA", Frequency: format.Daily})
+		for i := range 80 {
+			tab.Append(uint32(s), day+int64(i)*86400, r.Float64()*1000)
+		}
+	}
+	probe := tab.Series[len(tab.Series)/2].ID
+	cook := func(home string) {
+		dsDir := filepath.Join(home, localcache.DatasetsDir, "bench")
+		tmp, err := format.TempSnapshotDir(dsDir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, _, err := format.Write(tmp, tab, format.WriteOptions{Dataset: "bench", Epoch: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := format.Publish(dsDir, tmp, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	plainHome, lakeHome := b.TempDir(), b.TempDir()
+	cook(plainHome)
+	cook(lakeHome)
+	serve := func(home string, l *lake.Lake) {
+		srv, err := New(Options{Home: home, Lake: l, CompactRows: -1, CompactBytes: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, v, err := srv.Store().Copy(probe, snapshot.MinTime, snapshot.MaxTime); err != nil || len(v) != 80 {
+			b.Fatalf("probe: %d points, %v", len(v), err)
+		}
+		srv.Close()
+	}
+	openLake := func() *lake.Lake {
+		l, err := lake.Open(ctx, lake.DefaultOptions(lakeHome))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	{
+		// The first start migrates the home's snapshot into the lake and
+		// serves it from there: the home keeps no directory of it.
+		l := openLake()
+		serve(lakeHome, l)
+		l.Close()
+		ents, _ := os.ReadDir(filepath.Join(lakeHome, localcache.DatasetsDir, "bench", format.SnapshotsDir))
+		if len(ents) != 0 {
+			b.Fatalf("the lake home keeps %d snapshot directories", len(ents))
+		}
+	}
+	warm := openLake()
+	defer warm.Close()
+	var plain, viaLake, warmLake time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		serve(plainHome, nil)
+		t1 := time.Now()
+		l := openLake()
+		serve(lakeHome, l)
+		l.Close()
+		t2 := time.Now()
+		serve(lakeHome, warm)
+		warmLake += time.Since(t2)
+		plain += t1.Sub(t0)
+		viaLake += t2.Sub(t1)
+	}
+	n := float64(b.N)
+	b.ReportMetric(plain.Seconds()*1000/n, "plain_ms")
+	b.ReportMetric(viaLake.Seconds()*1000/n, "lake_ms")
+	b.ReportMetric(viaLake.Seconds()/plain.Seconds(), "lake/plain")
+	b.ReportMetric(warmLake.Seconds()*1000/n, "warm_ms")
+	b.ReportMetric(warmLake.Seconds()/plain.Seconds(), "warm/plain")
+}
