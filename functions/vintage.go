@@ -174,7 +174,7 @@ type Revision struct {
 
 // VintageSource is a Source that keeps (or can fetch) the vintages of its datasets. The
 // engine uses it for asof= and ES.Revisions when its Src implements it; a Source that
-// does not answers those with #N/A (ErrNoVintages). Errors: ErrNotFound (wrapped) for a
+// does not answers those with #N/A (ErrNoVintageSource). Errors: ErrNotFound (wrapped) for a
 // series the vintage does not have, and a *VintageError for the vintage itself.
 type VintageSource interface {
 	Source
@@ -196,9 +196,13 @@ var (
 	// ErrVintageUnreachable: the vintage is not held on this computer and the server
 	// cannot be asked (offline, or the connection was lost while asking).
 	ErrVintageUnreachable = errors.New("not held on this computer and the server is unreachable")
-	// ErrNoVintages: the data source keeps no vintages (a version 2 server, a server
-	// without a lake, a Source that is not a VintageSource).
+	// ErrNoVintages: the server keeps no vintages (a version 2 server, a
+	// server without a lake).
 	ErrNoVintages = errors.New("the server does not keep vintages")
+	// ErrNoVintageSource: the Source is not a VintageSource (a home's store
+	// read directly, as es get does: a server's vintages are read through
+	// the companion, or with es get --asof on a server home).
+	ErrNoVintageSource = errors.New("this data source keeps no vintages (es get --asof reads a server home's)")
 )
 
 // VintageError is why the vintage AsOf (empty for ES.Revisions) could not be read:
@@ -248,7 +252,7 @@ type noVintages struct {
 }
 
 func (s noVintages) Get(string, int64, int64) ([]int64, []float64, error) {
-	return nil, nil, &VintageError{AsOf: s.asof.Text, Err: ErrNoVintages}
+	return nil, nil, &VintageError{AsOf: s.asof.Text, Err: ErrNoVintageSource}
 }
 
 // asOf returns the engine that reads as of a (the same engine when a is the zero AsOf).
@@ -303,7 +307,7 @@ func (e *Engine) revisions(args []any) (*Grid, *CellError) {
 	}
 	vs, ok := e.Src.(VintageSource)
 	if !ok {
-		return nil, cellErr(CodeNA, "%s: %v", clip(id), &VintageError{Err: ErrNoVintages})
+		return nil, cellErr(CodeNA, "%s: %v", clip(id), &VintageError{Err: ErrNoVintageSource})
 	}
 	revs, err := vs.Revisions(info.ID, t)
 	switch {

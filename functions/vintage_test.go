@@ -157,15 +157,15 @@ func TestGetAsOf(t *testing.T) {
 func TestGetAsOfWithoutVintages(t *testing.T) {
 	e := newEngine(t) // memSource is not a VintageSource
 	r := e.Call("ES.Get", []any{"MSFT", "asof=2010-01-02"})
-	if r.Err == nil || r.Err.Code != CodeNA || r.Err.Message != "MSFT: vintage asof=2010-01-02: the server does not keep vintages" {
+	if r.Err == nil || r.Err.Code != CodeNA || r.Err.Message != "MSFT: vintage asof=2010-01-02: "+ErrNoVintageSource.Error() {
 		t.Fatalf("got %+v", r.Err)
 	}
 	r = e.Call("ES.Revisions", []any{"MSFT", "2000-01"})
-	if r.Err == nil || r.Err.Code != CodeNA || r.Err.Message != "MSFT: vintages: the server does not keep vintages" {
+	if r.Err == nil || r.Err.Code != CodeNA || r.Err.Message != "MSFT: vintages: "+ErrNoVintageSource.Error() {
 		t.Fatalf("got %+v", r.Err)
 	}
 	// The frame (xlsx export) reads as of too.
-	if _, err := e.Frame([]string{"MSFT"}, MinTime, MaxTime, Options{Dates: true, AsOf: AsOf{Kind: AsOfTag, Text: "x"}}); !errors.Is(err, ErrNoVintages) {
+	if _, err := e.Frame([]string{"MSFT"}, MinTime, MaxTime, Options{Dates: true, AsOf: AsOf{Kind: AsOfTag, Text: "x"}}); !errors.Is(err, ErrNoVintageSource) {
 		t.Fatalf("frame: %v", err)
 	}
 }
