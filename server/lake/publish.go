@@ -44,7 +44,7 @@ func (l *Lake) Publish(ctx context.Context, dataset, snapshotDir string) (v Vint
 	if err := format.ValidDatasetName(dataset); err != nil {
 		return Vintage{}, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
-	src, err := readSnapshot(snapshotDir)
+	src, err := readSnapshotFiles(snapshotDir)
 	if err != nil {
 		return Vintage{}, err
 	}
@@ -56,7 +56,17 @@ func (l *Lake) Publish(ctx context.Context, dataset, snapshotDir string) (v Vint
 	if err != nil {
 		return Vintage{}, err
 	}
+	// The files' SHA-256 are checked against the manifest while the data
+	// and Puffin files are written; nothing is committed unless they match.
+	verified := make(chan error, 1)
+	go func() { verified <- src.verify(snapshotDir) }()
 	w, err := l.writeFiles(ctx, t, src)
+	if verr := <-verified; verr != nil {
+		if err == nil {
+			w.remove()
+		}
+		return Vintage{}, verr
+	}
 	if err != nil {
 		return Vintage{}, err
 	}
@@ -127,6 +137,21 @@ func (l *Lake) writeFiles(ctx context.Context, t *table.Table, src *source) (*wr
 // readSnapshot reads a snapshot directory's manifest and files, checks
 // every file's SHA-256 against the manifest, and opens the readers.
 func readSnapshot(dir string) (*source, error) {
+	s, err := readSnapshotFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.verify(dir); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// readSnapshotFiles reads a snapshot directory's manifest and files
+// (sizes checked) and opens the readers over them; verify checks the
+// contents.
+func readSnapshotFiles(dir string) (*source, error) {
 	m, err := format.ReadManifest(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadSnapshot, dir, err)
@@ -142,9 +167,8 @@ func readSnapshot(dir string) (*source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 		}
-		sum := sha256.Sum256(b)
-		if int64(len(b)) != fi.Size || hex.EncodeToString(sum[:]) != fi.SHA256 {
-			return nil, fmt.Errorf("%w: %s/%s does not match its manifest entry (size %d, want %d, or SHA-256)", ErrBadSnapshot, dir, fi.Name, len(b), fi.Size)
+		if int64(len(b)) != fi.Size {
+			return nil, fmt.Errorf("%w: %s/%s has %d bytes, its manifest entry %d", ErrBadSnapshot, dir, fi.Name, len(b), fi.Size)
 		}
 		s.files[fi.Name] = b
 		s.sums[fi.Name] = fi.SHA256
@@ -154,6 +178,17 @@ func readSnapshot(dir string) (*source, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadSnapshot, dir, err)
 	}
 	return s, nil
+}
+
+// verify checks every file's SHA-256 against the manifest.
+func (s *source) verify(dir string) error {
+	for _, fi := range s.m.Files {
+		sum := sha256.Sum256(s.files[fi.Name])
+		if hex.EncodeToString(sum[:]) != fi.SHA256 {
+			return fmt.Errorf("%w: %s/%s does not match its manifest entry (SHA-256)", ErrBadSnapshot, dir, fi.Name)
+		}
+	}
+	return nil
 }
 
 // loadOrCreate loads the dataset's table, creating it for period type pt,
