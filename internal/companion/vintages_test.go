@@ -294,6 +294,13 @@ func TestCompanionAsOf(t *testing.T) {
 	if vs.fetched.Load() != fetched {
 		t.Fatal("the vintage in service was downloaded")
 	}
+	// A time that resolved to the server's newest vintage may name a later
+	// one after the next publish: it is asked again, not kept.
+	asked = vs.asked.Load()
+	wantValue(t, c, 2000, "MSFT", "2000-01", "2000-01", "asof=2026-11-15")
+	if vs.asked.Load() != asked+1 {
+		t.Fatalf("a time resolving to the newest vintage was answered without asking (%d -> %d requests)", asked, vs.asked.Load())
+	}
 	if n, _ := companionCacheUsage(t, home); n != 2 {
 		t.Fatalf("%d vintages cached, want 2", n)
 	}
