@@ -3,7 +3,6 @@ package functions
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -256,14 +255,12 @@ func (o *Options) set(tok string) (string, error) {
 	bad := func(want string) (string, error) {
 		return key, fmt.Errorf("option %s=%s: want %s", clip(key), clip(v), want)
 	}
-	for _, e := range enumOptions {
-		if slices.Contains(e.keys, key) {
-			key = e.keys[0]
-			if !e.set(o, lv) {
-				return bad(e.want)
-			}
-			return key, nil
+	if e, ok := enumByKey[key]; ok {
+		key = e.keys[0]
+		if !e.set(o, lv) {
+			return bad(e.want)
 		}
+		return key, nil
 	}
 	switch key {
 	case "ma":
@@ -319,54 +316,64 @@ type choice[T any] struct {
 	words []string
 }
 
-// choose sets *dst to the value that word names and reports whether one
-// does.
-func choose[T any](word string, cs []choice[T], dst *T) bool {
+// wordMap is an option's values by the words that name them, made once
+// from its choices (a lookup per option parsed, not a scan).
+func wordMap[T any](cs []choice[T]) map[string]T {
+	m := map[string]T{}
 	for _, c := range cs {
-		if slices.Contains(c.words, word) {
-			*dst = c.v
-			return true
+		for _, w := range c.words {
+			m[w] = c.v
 		}
 	}
-	return false
+	return m
+}
+
+// choose sets *dst to the value that word names and reports whether one
+// does.
+func choose[T any](word string, words map[string]T, dst *T) bool {
+	v, ok := words[word]
+	if ok {
+		*dst = v
+	}
+	return ok
 }
 
 // The words each enumerated option takes.
 var (
-	perWords = []choice[byte]{
+	perWords = wordMap([]choice[byte]{
 		{'D', []string{"d", "day", "daily"}}, {'W', []string{"w", "week", "weekly"}},
 		{'M', []string{"m", "month", "monthly"}}, {'Q', []string{"q", "quarter", "quarterly"}},
 		{'A', []string{"a", "y", "year", "yearly", "annual", "annually"}},
-	}
-	aggWords = []choice[Agg]{
+	})
+	aggWords = wordMap([]choice[Agg]{
 		{AggLast, []string{"last"}}, {AggFirst, []string{"first"}}, {AggAvg, []string{"avg", "mean", "average"}},
 		{AggSum, []string{"sum"}}, {AggMin, []string{"min"}}, {AggMax, []string{"max"}},
-	}
-	fillWords = []choice[Fill]{
+	})
+	fillWords = wordMap([]choice[Fill]{
 		{FillNone, []string{"none"}}, {FillPrev, []string{"prev", "previous"}},
 		{FillNA, []string{"na", "n/a"}}, {FillZero, []string{"zero", "0"}},
-	}
-	daysWords = []choice[Days]{
+	})
+	daysWords = wordMap([]choice[Days]{
 		{DaysAll, []string{"all", "c", "calendar"}}, {DaysWeekdays, []string{"weekdays", "weekday", "w", "business", "b"}},
-	}
-	chgWords = []choice[Change]{
+	})
+	chgWords = wordMap([]choice[Change]{
 		{ChangeDiff, []string{"diff"}}, {ChangePct, []string{"pct", "%"}}, {ChangeLog, []string{"log"}}, {ChangeNone, []string{"none"}},
-	}
-	yoyWords = []choice[Change]{
+	})
+	yoyWords = wordMap([]choice[Change]{
 		{ChangeDiff, []string{"diff"}}, {ChangePct, []string{"pct", "%"}}, {ChangeNone, []string{"none"}},
-	}
-	orderWords = []choice[bool]{{false, []string{"asc", "ascending"}}, {true, []string{"desc", "descending"}}}
-	yesNoWords = []choice[bool]{{true, []string{"y", "yes", "true", "1", "on"}}, {false, []string{"n", "no", "false", "0", "off"}}}
+	})
+	orderWords = wordMap([]choice[bool]{
+		{false, []string{"asc", "ascending"}}, {true, []string{"desc", "descending"}},
+	})
+	yesNoWords = wordMap([]choice[bool]{
+		{true, []string{"y", "yes", "true", "1", "on"}}, {false, []string{"n", "no", "false", "0", "off"}},
+	})
 )
 
 // enumOptions are the options whose value is one of a few words: the keys
 // that name one (the canonical key first), what the error says it wants,
 // and how a word sets it.
-var enumOptions = []struct {
-	keys []string
-	want string
-	set  func(o *Options, word string) bool
-}{
+var enumOptions = []enumOption{
 	{[]string{"per", "period"}, "D, W, M, Q or A", func(o *Options, w string) bool { return choose(w, perWords, &o.Per) }},
 	{[]string{"agg", "aggregate"}, "last, first, avg, sum, min or max", func(o *Options, w string) bool { return choose(w, aggWords, &o.Agg) }},
 	{[]string{"fill"}, "none, prev, na or zero", func(o *Options, w string) bool { return choose(w, fillWords, &o.Fill) }},
@@ -377,6 +384,23 @@ var enumOptions = []struct {
 	{[]string{"dates", "date"}, "y or n", func(o *Options, w string) bool { return choose(w, yesNoWords, &o.Dates) }},
 	{[]string{"transpose"}, "y or n", func(o *Options, w string) bool { return choose(w, yesNoWords, &o.Transpose) }},
 }
+
+type enumOption struct {
+	keys []string
+	want string
+	set  func(o *Options, word string) bool
+}
+
+// enumByKey is enumOptions by each of their keys.
+var enumByKey = func() map[string]*enumOption {
+	m := map[string]*enumOption{}
+	for i := range enumOptions {
+		for _, k := range enumOptions[i].keys {
+			m[k] = &enumOptions[i]
+		}
+	}
+	return m
+}()
 
 var optionKeys = []string{"per", "agg", "days", "fill", "chg", "yoy", "ma", "rebase", "scale", "order", "headers", "dates", "transpose", "last", "asof"}
 
