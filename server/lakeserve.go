@@ -166,26 +166,64 @@ func (s *Server) vintageHealth(dataset string) *VintageHealth {
 	return &VintageHealth{Snapshot: v.Snapshot, IcebergSnapshot: v.IcebergSnapshot, CommittedAt: v.CommittedAt, Refused: why}
 }
 
-// reconcileLake makes the home serve what the lake says, dataset by
-// dataset (see the top of this file). A catalog that does not answer
-// leaves the home serving what it has: it is logged and /healthz says so.
-func (s *Server) reconcileLake() {
+// lakeHead is a table's head and the vintage to serve (the head, or the
+// newest serving vintage below another engine's head), read once at New.
+type lakeHead struct {
+	head, cur lake.Vintage
+	err       error // of reading them; ErrNoDataset: no table
+}
+
+// readLakeHeads reads every table's head once, before the store opens:
+// the store's opener (knownVintage) then maps the vintage to serve without
+// asking the catalog again, and reconcileLake decides from the same read.
+// A catalog that does not answer is recorded (lakeFailed) and leaves the
+// map empty: the home serves what it holds.
+func (s *Server) readLakeHeads() map[string]lakeHead {
 	l := s.opts.Lake
-	names := map[string]bool{}
-	for _, n := range s.store.DatasetNames() {
-		names[n] = true
-	}
+	heads := map[string]lakeHead{}
 	for id, err := range l.Catalog().ListTables(s.ctx, catalog.ToIdentifier(lake.Namespace)) {
 		if err != nil {
 			s.lakeFailed(fmt.Errorf("list the lake's tables: %w", err))
 			break
 		}
-		if n := catalog.TableNameFromIdent(id); format.ValidDatasetName(n) == nil {
-			names[n] = true
+		n := catalog.TableNameFromIdent(id)
+		if format.ValidDatasetName(n) != nil {
+			continue
+		}
+		var h lakeHead
+		h.head, h.err = l.Head(s.ctx, n)
+		h.cur = h.head
+		if h.err == nil && !h.head.Serving {
+			h.cur, h.err = l.Current(s.ctx, n)
+		}
+		heads[n] = h
+		if h.err == nil {
+			s.lk.Lock()
+			s.lk.vintages[n] = h.cur
+			s.lk.Unlock()
 		}
 	}
+	return heads
+}
+
+// reconcileLake makes the home serve what the lake says, dataset by
+// dataset (see the top of this file), from the heads read at New. A
+// catalog that does not answer leaves the home serving what it has: it is
+// logged and /healthz says so.
+func (s *Server) reconcileLake(heads map[string]lakeHead) {
+	names := map[string]bool{}
+	for _, n := range s.store.DatasetNames() {
+		names[n] = true
+	}
+	for n := range heads {
+		names[n] = true
+	}
 	for n := range names {
-		if err := s.reconcileDataset(n); err != nil {
+		h, ok := heads[n]
+		if !ok {
+			h.err = lake.ErrNoDataset
+		}
+		if err := s.reconcileDataset(n, h); err != nil {
 			s.log.Error("dataset not reconciled with the lake; it serves what the home holds", "dataset", n, "err", err)
 			if !errors.Is(err, lake.ErrNoServingIndex) {
 				s.lakeFailed(fmt.Errorf("reconcile %s: %w", n, err))
@@ -194,26 +232,22 @@ func (s *Server) reconcileLake() {
 	}
 }
 
-// reconcileDataset reconciles one dataset with its table.
-func (s *Server) reconcileDataset(name string) error {
-	l := s.opts.Lake
-	head, err := l.Head(s.ctx, name)
+// reconcileDataset reconciles one dataset with its table's head h.
+func (s *Server) reconcileDataset(name string, h lakeHead) error {
+	head, cur, err := h.head, h.cur, h.err
 	if errors.Is(err, lake.ErrNoDataset) || errors.Is(err, lake.ErrUnknownVintage) {
 		return s.migrateToLake(name)
-	} else if err != nil {
-		return err
 	}
-	cur := head
-	if !head.Serving {
+	if !head.Serving && head.IcebergSnapshot != 0 {
 		why := fmt.Sprintf("the head of table %s.%s (iceberg snapshot %d) was written by another engine and has no energyscope serving index; it is not served. Cook it from the table's rows with 'es cook --home HOME --from-lake --dataset %s'",
 			lake.Namespace, name, head.IcebergSnapshot, name)
 		s.log.Error("lake head refused", "dataset", name, "table", lake.Namespace+"."+name, "iceberg_snapshot", head.IcebergSnapshot, "hint", "es cook --from-lake --dataset "+name)
 		s.lk.Lock()
 		s.lk.refused[name] = why
 		s.lk.Unlock()
-		if cur, err = l.Current(s.ctx, name); err != nil {
-			return err // no vintage of the history has one: serve the home's
-		}
+	}
+	if err != nil {
+		return err // e.g. no vintage of the history has a serving index: serve the home's
 	}
 	_, id, _, serr := s.store.State(name)
 	if serr == nil && id == cur.Snapshot {

@@ -240,7 +240,9 @@ func New(o Options) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.lk.vintages, s.lk.refused, s.lk.installing = map[string]lake.Vintage{}, map[string]string{}, map[string]string{}
 	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep}
+	var heads map[string]lakeHead
 	if o.Lake != nil {
+		heads = s.readLakeHeads()
 		lo.Publish = s.publishToLake
 		lo.OpenSnapshot = SnapshotOpener(s.ctx, o.Home, func() (*lake.Lake, func(), error) { return o.Lake, func() {}, nil }, s.knownVintage, o.Logger)
 	}
@@ -272,7 +274,7 @@ func New(o Options) (*Server, error) {
 		}
 	}
 	if o.Lake != nil {
-		s.reconcileLake()
+		s.reconcileLake(heads)
 	}
 	s.wg.Add(1)
 	go s.background()
