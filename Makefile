@@ -38,6 +38,7 @@ FUZZ_TARGETS = \
 	./server:FuzzParseRowsCSV \
 	./server:FuzzParseRowsJSON \
 	./server:FuzzParseRowsArrow \
+	./server:FuzzResolveWhen \
 	./server/deltalog:FuzzDecodeMessage \
 	./localcache/format:FuzzParseManifest \
 	./localcache/format:FuzzOpenIndex \

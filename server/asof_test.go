@@ -401,3 +401,39 @@ func TestAsOfConcurrentFirstTouch(t *testing.T) {
 		t.Errorf("stats %+v: want one open", st)
 	}
 }
+
+// FuzzResolveWhen: any WHEN against a fixed history resolves to one of its
+// serving vintages or fails with a typed error (a bad WHEN, an unknown
+// vintage, before the first one); it never panics.
+func FuzzResolveWhen(f *testing.F) {
+	at := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
+	vs := []lake.Vintage{
+		{Snapshot: "e1-s0-0123456789ab", IcebergSnapshot: 11, CommittedAt: at, Serving: true, Tags: []string{"october"}},
+		{IcebergSnapshot: 12, CommittedAt: at.Add(time.Hour)}, // another engine's commit
+		{Snapshot: "e2-s5-0123456789ab", IcebergSnapshot: 13, CommittedAt: at.Add(48 * time.Hour), Serving: true},
+	}
+	for _, s := range []string{"2026-10-01", "2026-10-01T09:00:00Z", "2026-09-30", "october", "e2-s5-0123456789ab", "12", "13", "2026-02-30", "", "x\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, when string) {
+		if err := checkWhen(when); err != nil {
+			if !errors.Is(err, ErrBadWhen) || !errors.Is(err, ErrBadInput) {
+				t.Fatalf("%q: untyped refusal %v", when, err)
+			}
+			return
+		}
+		v, err := resolveIn(vs, "pet", when)
+		if err != nil {
+			if !errors.Is(err, lake.ErrUnknownVintage) && !errors.Is(err, lake.ErrBeforeFirstVintage) {
+				t.Fatalf("%q: untyped error %v", when, err)
+			}
+			return
+		}
+		if !slices.ContainsFunc(vs, func(x lake.Vintage) bool { return x.IcebergSnapshot == v.IcebergSnapshot }) {
+			t.Fatalf("%q resolved to a vintage not in the history: %+v", when, v)
+		}
+		if at, ok := parseWhen(when); ok && (!v.Serving || v.CommittedAt.After(at)) {
+			t.Fatalf("%q resolved to %+v", when, v)
+		}
+	})
+}
