@@ -232,6 +232,7 @@ func (l *Lake) Expire(ctx context.Context, dataset string, keepN int, keepFor ti
 		for _, v := range vintagesOf(nt) {
 			kept[v.IcebergSnapshot] = true
 		}
+		l.dropCachedPuffins(t, nt)
 		for _, v := range before {
 			if !kept[v.IcebergSnapshot] {
 				res.Expired = append(res.Expired, v)

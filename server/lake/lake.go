@@ -109,6 +109,11 @@ type Options struct {
 	// from a remote warehouse (verified copies, named after the file's
 	// location). Default <Home>/lake/cache.
 	CacheDir string
+	// CacheBytes bounds the cache: after a download, the least recently
+	// opened copies are deleted until the cache holds at most this many
+	// bytes (the one just downloaded always stays). Default 8 GiB.
+	// Expire deletes the copies of the vintages it expires.
+	CacheBytes int64
 	// MaxRetries bounds how often a commit that lost a race is rebuilt
 	// and retried. Default 20.
 	MaxRetries int
@@ -135,6 +140,9 @@ func DefaultOptions(home string) Options {
 func (o *Options) EnsureDefaults() {
 	if o.CacheDir == "" && o.Home != "" {
 		o.CacheDir = filepath.Join(o.Home, Dir, CacheDir)
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 8 << 30
 	}
 	if o.MaxRetries <= 0 {
 		o.MaxRetries = 20

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -216,6 +217,8 @@ func (l *Lake) download(ctx context.Context, t *table.Table, dataset string, si 
 	}
 	dst := filepath.Join(dir, cacheName(si.Location))
 	if st, err := os.Stat(dst); err == nil && (si.Size <= 0 || st.Size() == si.Size) {
+		now := time.Now()
+		os.Chtimes(dst, now, now) // most recently used: pruned last
 		return dst, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -265,7 +268,66 @@ func (l *Lake) download(ctx context.Context, t *table.Table, dataset string, si 
 		return "", err
 	}
 	ok = true
+	pruneCache(dir, l.opts.CacheBytes, dst)
 	return dst, nil
+}
+
+// pruneCache deletes the least recently used cached Puffin files until
+// the cache holds at most limit bytes, never keep. A file still mapped is
+// unaffected on Unix (its mapping lives on; the name goes); where the
+// system refuses (Windows), it stays for a later prune.
+func pruneCache(dir string, limit int64, keep string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	type cf struct {
+		path string
+		size int64
+		used time.Time
+	}
+	var files []cf
+	var total int64
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".puffin") || strings.HasPrefix(e.Name(), cacheTempPrefix) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		files = append(files, cf{filepath.Join(dir, e.Name()), info.Size(), info.ModTime()})
+		total += info.Size()
+	}
+	slices.SortFunc(files, func(a, b cf) int { return a.used.Compare(b.used) })
+	for _, f := range files {
+		if total <= limit {
+			return
+		}
+		if f.path == keep {
+			continue
+		}
+		if os.Remove(f.path) == nil {
+			total -= f.size
+		}
+	}
+}
+
+// dropCachedPuffins deletes the cached copies of the Puffin files that
+// before references and after no longer does (expired vintages).
+func (l *Lake) dropCachedPuffins(before, after *table.Table) {
+	if l.opts.CacheDir == "" {
+		return
+	}
+	live := map[string]bool{}
+	for sf := range after.Metadata().Statistics() {
+		live[sf.StatisticsPath] = true
+	}
+	for sf := range before.Metadata().Statistics() {
+		if !live[sf.StatisticsPath] {
+			os.Remove(filepath.Join(l.opts.CacheDir, cacheName(sf.StatisticsPath)))
+		}
+	}
 }
 
 const cacheTempPrefix = format.TempPrefix + "puffin-"

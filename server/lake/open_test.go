@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
@@ -301,5 +302,59 @@ func TestOpenSnapshotRefusesBadPuffin(t *testing.T) {
 	}
 	if _, err := l.OpenSnapshot(ctx, "nosuch", v, snapshot.Options{}); !errors.Is(err, ErrNoDataset) {
 		t.Fatalf("unknown dataset: %v", err)
+	}
+}
+
+// TestDownloadCacheBound: downloaded Puffin files are kept within
+// Options.CacheBytes, least recently opened first out (an open of a
+// cached copy counts as use); Expire deletes the copies of the vintages
+// it expires.
+func TestDownloadCacheBound(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	l := openLake(t, home)
+	l.forceDownload = true
+	tab := sampleTable(t, "iowa")
+	var vs []Vintage
+	for i := range 3 {
+		vs = append(vs, mustPublish(t, l, "iowa", writeSnapshot(t, "iowa", scaled(tab, float64(i+1)), format.WriteOptions{CoversThroughSeq: uint64(i)})))
+	}
+	tbl, _ := l.Table(ctx, "iowa")
+	cached := func(v Vintage) bool {
+		sf, _ := statisticsOf(tbl, v.IcebergSnapshot)
+		_, err := os.Stat(filepath.Join(home, Dir, CacheDir, cacheName(sf.StatisticsPath)))
+		return err == nil
+	}
+	open := func(v Vintage) {
+		t.Helper()
+		s, err := l.OpenSnapshot(ctx, "iowa", v, snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		time.Sleep(20 * time.Millisecond) // distinct use times
+	}
+	open(vs[0])
+	sf, _ := statisticsOf(tbl, vs[0].IcebergSnapshot)
+	l.opts.CacheBytes = sf.FileSizeInBytes*5/2 + 1024 // room for two
+	open(vs[1])
+	open(vs[2])
+	if cached(vs[0]) || !cached(vs[1]) || !cached(vs[2]) {
+		t.Fatalf("after three downloads with room for two: cached %v %v %v, want the last two", cached(vs[0]), cached(vs[1]), cached(vs[2]))
+	}
+	open(vs[1]) // used again: now the newest
+	open(vs[0]) // downloaded again: evicts vs[2], the least recently used
+	if !cached(vs[0]) || !cached(vs[1]) || cached(vs[2]) {
+		t.Fatalf("LRU: cached %v %v %v, want vintages 0 and 1", cached(vs[0]), cached(vs[1]), cached(vs[2]))
+	}
+	if _, err := l.Expire(ctx, "iowa", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if cached(vs[0]) || cached(vs[1]) {
+		t.Fatal("Expire left the cached copies of the vintages it expired")
+	}
+	open(vs[2])
+	if !cached(vs[2]) {
+		t.Fatal("the kept vintage is not cached after an open")
 	}
 }
