@@ -114,6 +114,11 @@ func OpenHash(b []byte, series int) (Hash, error) {
 		if got, want := binary.LittleEndian.Uint32(b[60:]), crc32.Checksum(b[:60], castagnoli); got != want {
 			return Hash{}, corrupt(f, 60, "header checksum %08x, want %08x", got, want)
 		}
+		for i := 32; i < 60; i++ {
+			if b[i] != 0 {
+				return Hash{}, corrupt(f, int64(i), "reserved header byte is %#x, not 0", b[i])
+			}
+		}
 	default:
 		return Hash{}, corrupt(f, 8, "unsupported version %d", v)
 	}

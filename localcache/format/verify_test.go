@@ -126,6 +126,9 @@ func TestVerifyFileProblems(t *testing.T) {
 		{"hot record rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[recAt+4]++ }) // row 0's offset
 		}},
+		{"reserved header byte set, checksums fixed", HashFile, func(t *testing.T, dir string) {
+			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[40] = 1 })
+		}},
 		{"batch table rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) {
 				b[batchAt] += 8 // batch 0's period offset
