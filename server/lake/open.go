@@ -397,3 +397,47 @@ func (l *Lake) remember(dataset string, t *table.Table) {
 	}
 	l.tables.m[dataset] = t
 }
+
+// Verify re-reads vintage v's serving artifacts where OpenSnapshot maps
+// them (the Puffin file of a file:// warehouse, or the cached copy of a
+// remote one, downloading and verifying it if absent) and checks every
+// blob's SHA-256 against the table metadata: what a scrub does for a
+// snapshot directory, for a snapshot mapped out of the lake. A flipped
+// byte is a *format.CorruptionError naming the snapshot file. Reads run
+// at the disk's pace; ctx stops them.
+func (l *Lake) Verify(ctx context.Context, dataset string, v Vintage) error {
+	t, ok := l.cachedTable(dataset, v.IcebergSnapshot)
+	if !ok {
+		var err error
+		if t, err = l.load(ctx, dataset); err != nil {
+			return err
+		}
+	}
+	si, err := locate(ctx, t, dataset, v.IcebergSnapshot)
+	if err != nil {
+		return err
+	}
+	path := si.Path
+	if path == "" || l.forceDownload {
+		if path, err = l.download(ctx, t, dataset, si); err != nil {
+			return err
+		}
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &NoServingIndexError{Dataset: dataset, IcebergSnapshot: v.IcebergSnapshot, Reason: "puffin file missing: " + si.Location}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, b := range si.Blobs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := checkSHA(f, b); err != nil {
+			return fmt.Errorf("lake: verify vintage %s (iceberg snapshot %d) of %s: %w", si.Vintage.Snapshot, v.IcebergSnapshot, dataset, err)
+		}
+	}
+	return nil
+}
