@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -152,7 +153,7 @@ func runRollback(e *env, args []string) error {
 	srv, err := server.New(server.Options{Home: home, Lake: l, CompactRows: -1, CompactBytes: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if errors.Is(err, localcache.ErrHomeLocked) {
-		return refuseWhileServing(home, "POST /v1/datasets/"+dataset+"/rollback?to="+to, err)
+		return refuseWhileServing(home, "POST /v1/datasets/"+dataset+"/rollback?to="+url.QueryEscape(to), err)
 	} else if err != nil {
 		return err
 	}
