@@ -115,7 +115,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 	if err := s.publishPlaced(d, m, true); err != nil {
 		return err
 	}
-	snap, err := snapshot.Open(final)
+	snap, err := s.openSnapshot(d, m.SnapshotID)
 	if err != nil {
 		return err
 	}
@@ -162,6 +162,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 		}
 	}
 	d.swap(&readState{snap: snap, delta: dl})
+	s.dropDirIfElsewhere(d, snap)
 	d.mu.lostCurrent = false
 	d.damage.Store(nil)
 	d.lastSync.Store(time.Now().UnixNano())

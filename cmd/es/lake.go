@@ -108,3 +108,33 @@ func withLake(home string, o *localcache.Options, lk *lake.Lake, stderr io.Write
 	}
 	return o
 }
+
+// verifyInLake checks snapshot id of dataset as home's embedded lake holds
+// it: every serving file copied out of the vintage's Puffin file against
+// the SHA-256 the table metadata gives, then format.Verify of the copy (in
+// a temporary directory of the home, removed after).
+func verifyInLake(home, dataset, id string) (*format.Manifest, error) {
+	ctx := context.Background()
+	l, err := lake.Open(ctx, lake.DefaultOptions(home))
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	v, err := l.Resolve(ctx, dataset, id)
+	if err != nil {
+		return nil, err
+	}
+	if v.Snapshot != id {
+		return nil, fmt.Errorf("the lake has no vintage %s (resolved to %q)", id, v.Snapshot)
+	}
+	tmp, err := os.MkdirTemp(home, ".verify-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "snap")
+	if _, err := l.Extract(ctx, dataset, v, dir); err != nil {
+		return nil, err
+	}
+	return format.Verify(dir)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,6 +98,18 @@ func TestServeLakeEndToEnd(t *testing.T) {
 	}
 	if out := mustES(t, "get", "--home", home, "MSFT", "2000-01-01", "2000-01-31"); !strings.Contains(out, "39.81") {
 		t.Fatalf("es get MSFT: %q", out)
+	}
+
+	// es cook on a server home leaves no copy in the home either.
+	ents, _ := os.ReadDir(filepath.Join(home, "datasets", "stocks", "snapshots"))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			t.Fatalf("the server home keeps snapshot directory %s", e.Name())
+		}
+	}
+	// es verify checks the served snapshot where it lives: the lake.
+	if out := mustES(t, "verify", "--home", home, "--dataset", "stocks"); !strings.Contains(out, "ok   stocks/"+vs[4].Snapshot+" (lake)") {
+		t.Fatalf("es verify of a server home: %q", out)
 	}
 
 	s.start(s.addr)

@@ -350,7 +350,16 @@ func runVerify(e *env, args []string) error {
 			}
 			fmt.Fprintf(e.stdout, "ok   %s/%s: %d rows, %d series\n", d.Name(), s.Name(), m.Rows, m.Series)
 		}
-		if !sawCurrent {
+		if !sawCurrent && hasLake(home) {
+			// A server home's published snapshot lives in its lake only.
+			checked++
+			if m, err := verifyInLake(home, d.Name(), cur); err != nil {
+				fmt.Fprintf(e.stdout, "FAIL %s/%s (lake): %v\n", d.Name(), cur, err)
+				bad++
+			} else {
+				fmt.Fprintf(e.stdout, "ok   %s/%s (lake): %d rows, %d series\n", d.Name(), cur, m.Rows, m.Series)
+			}
+		} else if !sawCurrent {
 			fmt.Fprintf(e.stdout, "FAIL %s: CURRENT names %s, which is missing\n", d.Name(), cur)
 			bad++
 		}
