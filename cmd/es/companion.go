@@ -32,7 +32,7 @@ func runCompanion(e *env, args []string) error {
 	fs.IntVar(&cfg.Port, "port", bridge.DefaultPort, "bridge port on 127.0.0.1 (0: any free port; the add-in manifest names it)")
 	fs.Var(&allow, "allow-origin", "also accept browser requests from this origin, e.g. https://addin.example.com (repeatable)")
 	fs.DurationVar(&cfg.Poll, "poll", bridge.DefaultPollInterval, "how often ES.Live checks for new data")
-	fs.StringVar(&cfg.Server, "server", "", "central server URL to sync from (default: serve the local data offline)")
+	fs.StringVar(&cfg.Server, "server", "", "central server URL to sync from, or several replicas comma-separated (URL1,URL2,...: tried in order, failing over to the next) (default: serve the local data offline)")
 	fs.StringVar(&cfg.Token, "token", "", "access token for --server")
 	fs.StringVar(&datasets, "datasets", "", "with --server: datasets to sync, comma-separated (default: all)")
 	fs.Int64Var(&cfg.Bandwidth, "bandwidth", 0, "with --server: limit snapshot downloads to this many bytes/s (0: no limit)")
@@ -50,6 +50,13 @@ func runCompanion(e *env, args []string) error {
 	}
 	if cfg.Token != "" && cfg.Server == "" {
 		return usagef("--token needs --server")
+	}
+	if cfg.Server != "" {
+		servers, err := client.ParseServers(cfg.Server)
+		if err != nil {
+			return usagef("--server: %v", err)
+		}
+		cfg.Server = strings.Join(servers, ",")
 	}
 	cfg.AllowOrigins = allow
 	if datasets != "" {

@@ -48,8 +48,10 @@ type Config struct {
 	// Poll is how often ES.Live checks for new data without a change feed;
 	// zero is the bridge's default.
 	Poll time.Duration
-	// Server is the central server to sync from; empty serves the local
-	// data offline. Token authenticates to it.
+	// Server is the central server to sync from, or several replicas of
+	// it, comma-separated, tried in order (client.ParseServers: Start and
+	// SetSync refuse a list it refuses); empty serves the local data
+	// offline. Token authenticates to it.
 	Server, Token string
 	// Datasets to sync; empty means every dataset of the server.
 	Datasets []string
@@ -100,6 +102,11 @@ func Start(cfg Config) (*Companion, error) {
 	}
 	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, fmt.Errorf("companion: port %d: want 0 to 65535", cfg.Port)
+	}
+	if cfg.Server != "" {
+		if _, err := client.ParseServers(cfg.Server); err != nil {
+			return nil, fmt.Errorf("companion: %w", err)
+		}
 	}
 	cfg.Datasets = slices.Clone(cfg.Datasets)
 	log := cfg.Logger
@@ -201,7 +208,9 @@ func (c *Companion) OnSyncProgress(fn func(client.Progress)) {
 	}
 }
 
-// SetSync changes the server, token and datasets to sync: the running
+// SetSync changes the server (or comma-separated list of servers, which
+// it refuses, changing nothing, when client.ParseServers does), token
+// and datasets to sync: the running
 // engine (if any) is stopped and, if server is not empty, a new one is
 // started from what the store holds. The store keeps serving throughout.
 func (c *Companion) SetSync(server, token string, datasets []string) error {
@@ -209,6 +218,11 @@ func (c *Companion) SetSync(server, token string, datasets []string) error {
 	defer c.mu.Unlock()
 	if c.closed {
 		return localcache.ErrClosed
+	}
+	if server != "" {
+		if _, err := client.ParseServers(server); err != nil {
+			return err
+		}
 	}
 	c.stopSyncLocked()
 	c.cfg.Server, c.cfg.Token, c.cfg.Datasets = server, token, slices.Clone(datasets)

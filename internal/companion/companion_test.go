@@ -237,6 +237,28 @@ func TestSettings(t *testing.T) {
 	if got, _ := companion.LoadSettings(path); !reflect.DeepEqual(got, want) {
 		t.Fatalf("a refused save changed the file: %+v", got)
 	}
+	// Several servers: each entry trimmed, persisted in order; a list
+	// with a server twice or an empty entry is refused with
+	// client.ErrServerList and changes nothing.
+	list := want
+	list.Server = " https://a.example.com/ , https://b.example.com:8443,http://127.0.0.1:17800/"
+	if err := companion.SaveSettings(path, list); err != nil {
+		t.Fatal(err)
+	}
+	want.Server = "https://a.example.com,https://b.example.com:8443,http://127.0.0.1:17800"
+	if got, err := companion.LoadSettings(path); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("server list round trip: %+v %v", got, err)
+	}
+	for _, bad := range []string{"https://a.example.com,https://A.example.com/", "https://a.example.com,,https://b.example.com", "https://a.example.com,b.example.com"} {
+		s := want
+		s.Server = bad
+		if err := companion.SaveSettings(path, s); !errors.Is(err, client.ErrServerList) {
+			t.Errorf("saved server list %q: %v", bad, err)
+		}
+	}
+	if got, _ := companion.LoadSettings(path); !reflect.DeepEqual(got, want) {
+		t.Fatalf("a refused server list changed the file: %+v", got)
+	}
 	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}

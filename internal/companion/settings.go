@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/energyscope/energyscope/functions/bridge"
 	"github.com/energyscope/energyscope/internal/fileutil"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/sync/client"
 )
 
 // SettingsFile is the settings file's name in SettingsDir.
@@ -21,6 +21,8 @@ const SettingsFile = "settings.json"
 // default: no server (offline), the default home (localcache.DefaultHome),
 // bridge.DefaultPort, every dataset of the server.
 type Settings struct {
+	// Server is the server to sync from, or several replicas of it,
+	// comma-separated, tried in order (client.ParseServers).
 	Server    string   `json:"server,omitempty"`
 	Token     string   `json:"token,omitempty"`
 	Home      string   `json:"home,omitempty"`
@@ -101,9 +103,24 @@ func SaveSettings(path string, s Settings) error {
 	return nil
 }
 
-// Normalize trims spaces and drops empty and repeated dataset names.
+// normalizeServers trims spaces and trailing slashes from each entry of
+// a comma-separated server list (an entry that is empty stays, for
+// Validate to refuse).
+func normalizeServers(list string) string {
+	if strings.TrimSpace(list) == "" {
+		return ""
+	}
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimRight(strings.TrimSpace(p), "/")
+	}
+	return strings.Join(parts, ",")
+}
+
+// Normalize trims spaces (and each server's trailing slash) and drops
+// empty and repeated dataset names.
 func (s Settings) Normalize() Settings {
-	s.Server = strings.TrimRight(strings.TrimSpace(s.Server), "/")
+	s.Server = normalizeServers(s.Server)
 	s.Token = strings.TrimSpace(s.Token)
 	s.Home = strings.TrimSpace(s.Home)
 	var ds []string
@@ -122,9 +139,8 @@ func (s Settings) Normalize() Settings {
 // Validate says in words what is wrong with s, if anything.
 func (s Settings) Validate() error {
 	if s.Server != "" {
-		u, err := url.Parse(s.Server)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("server %q: want a URL such as https://energyscope.example.com", s.Server)
+		if _, err := client.ParseServers(s.Server); err != nil {
+			return err
 		}
 	}
 	if s.Token != "" && s.Server == "" {

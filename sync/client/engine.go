@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +78,13 @@ type Stage interface {
 
 // Options for New.
 type Options struct {
-	// Server is the server's base URL (http://host:port or https://...).
+	// Server is the server's base URL (http://host:port or https://...),
+	// or several, comma-separated (ParseServers): replicas of the same
+	// datasets, tried in order. The engine stays on the one that works;
+	// when a connection to it fails or is refused it moves to the next at
+	// once, and waits (the reconnect backoff) only after a full cycle of
+	// the list failed. A list ParseServers refuses makes every session
+	// fail with its error.
 	Server string
 	Token  string
 	// Datasets to subscribe; empty means every dataset the server has.
@@ -109,6 +116,13 @@ type Engine struct {
 	opts Options
 	sink Sink
 	log  *slog.Logger
+
+	// servers is Options.Server parsed (nil with serversErr when it does
+	// not parse); cur indexes the one in use. Only Run's goroutine
+	// touches cur; prog.Server mirrors it for other goroutines.
+	servers    []string
+	serversErr error
+	cur        int
 
 	mu        sync.Mutex // guards prog, dsProg, listen, conn, downloads, rebases
 	prog      Progress
@@ -144,7 +158,7 @@ type Engine struct {
 		ChecksumErrors       atomic.Int64 // frames refused for a bad or missing checksum (each ends its connection)
 		Heals                atomic.Int64 // damaged local datasets downloaded again
 		Diverged             atomic.Int64 // resets for records that differ from the server's (protocol.ResetDiverged)
-		Reconnects           atomic.Int64 // connections lost or refused, after which the engine waits and connects again
+		Reconnects           atomic.Int64 // connections lost or refused, after which the engine connects again (after the backoff, or at once to the next server)
 		Unauthorized         atomic.Int64 // connections the server refused the token of (ErrUnauthorized)
 		WelcomeTimeouts      atomic.Int64 // connections dropped for a welcome that did not come
 		Stalls               atomic.Int64 // connections dropped for a download that got nothing it asked for
@@ -152,6 +166,7 @@ type Engine struct {
 		Resets               atomic.Int64 // resets that dropped local records
 		ResetDiscarded       atomic.Int64 // local records dropped because the server no longer has them (reset)
 		CompactionMismatches atomic.Int64 // local compactions that differed from the server's snapshot (downloaded instead)
+		Failovers            atomic.Int64 // moves to the next server of Options.Server's list after a failed or lost connection
 	}
 }
 
@@ -182,7 +197,12 @@ func New(sink Sink, o Options) *Engine {
 		o.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, WriteBufferSize: 4096}
 	}
 	e := &Engine{opts: o, sink: sink, log: o.Logger, dsProg: map[string]*DatasetProgress{}, resumeCh: make(chan struct{}, 1), acct: map[string]*dlAcct{}, failing: map[string]*ApplyError{}}
+	e.servers, e.serversErr = ParseServers(o.Server)
 	e.prog.Server = o.Server
+	if e.serversErr == nil {
+		e.prog.Server = e.servers[0]
+		e.prog.Servers = slices.Clone(e.servers)
+	}
 	return e
 }
 
@@ -210,7 +230,17 @@ func (e *Engine) Resume() {
 
 // Run connects and keeps the datasets in sync until ctx ends, reconnecting
 // with full-jitter exponential backoff. It returns ctx's error.
+//
+// With several servers (Options.Server) it starts on the first; a
+// session that fails (a refused dial or upgrade, a connection lost)
+// moves to the next server at once, unless that closes a full cycle of
+// the list since the last server that got live: then it waits the
+// backoff first. A session that got live and then dropped is retried on
+// the same server first (after the backoff's short first step), so that
+// a blip does not move a client. Resuming on another server is the same
+// resume as on the same one: the hello carries what the client holds.
 func (e *Engine) Run(ctx context.Context) error {
+	cycleStart := 0 // the server the current cycle of failures started on
 	for {
 		if e.paused.Load() {
 			select {
@@ -220,7 +250,13 @@ func (e *Engine) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		live, err := e.session(ctx)
+		var live bool
+		var err error
+		if e.serversErr != nil {
+			err = e.serversErr
+		} else {
+			live, err = e.session(ctx, e.servers[e.cur])
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -235,12 +271,23 @@ func (e *Engine) Run(ctx context.Context) error {
 		})
 		if live {
 			e.attempts = 0
+			cycleStart = e.cur
 		}
 		if e.paused.Load() {
 			continue
 		}
-		delay := e.backoff()
 		e.Stats.Reconnects.Add(1)
+		if !live && len(e.servers) > 1 {
+			e.cur = (e.cur + 1) % len(e.servers)
+			e.Stats.Failovers.Add(1)
+			next := e.servers[e.cur]
+			e.update(func(p *Progress, _ func(string) *DatasetProgress) { p.Server = next })
+			if e.cur != cycleStart {
+				e.log.Info("sync server unavailable; trying the next", "server", next, "err", err)
+				continue
+			}
+		}
+		delay := e.backoff()
 		e.log.Info("sync offline; reconnecting", "in", delay.Round(time.Millisecond), "err", err)
 		select {
 		case <-ctx.Done():

@@ -5,6 +5,11 @@ import "time"
 // Metrics is a snapshot of what the engine did, for tests, benchmarks and
 // a status page: the figures are fields, never words of a log line.
 type Metrics struct {
+	// Server is the server in use or being tried (one of Options.Server's
+	// list); Failovers counts the moves to the next one of the list after
+	// a failed or lost connection.
+	Server              string
+	Failovers           int64
 	Sessions            int64 // connections made (a reconnect is one more)
 	DeltasApplied       int64
 	LocalRebases        int64 // snapshots matched by local compaction
@@ -16,8 +21,9 @@ type Metrics struct {
 	ChecksumErrors      int64 // frames refused for a bad or missing checksum
 	Heals               int64 // damaged local datasets downloaded again
 	Diverged            int64 // resets for records that differ from the server's
-	// Connections lost or refused, after which the engine waits and
-	// connects again (each is one "sync offline" for a person), and why.
+	// Connections lost or refused, after which the engine connects again
+	// (after the backoff, or at once to the next server of a list; each is
+	// one "sync offline" for a person), and why.
 	Reconnects      int64
 	Unauthorized    int64 // the server refused the token (ErrUnauthorized)
 	WelcomeTimeouts int64 // the server's welcome did not come (Options.WelcomeTimeout)
@@ -103,8 +109,10 @@ func (e *Engine) Metrics() Metrics {
 		Resets:               e.Stats.Resets.Load(),
 		ResetDiscarded:       e.Stats.ResetDiscarded.Load(),
 		CompactionMismatches: e.Stats.CompactionMismatches.Load(),
+		Failovers:            e.Stats.Failovers.Load(),
 	}
 	e.mu.Lock()
+	m.Server = e.prog.Server
 	m.Downloads = append([]DownloadMetrics(nil), e.downloads...)
 	m.Rebases = append([]RebaseMetrics(nil), e.rebases...)
 	e.mu.Unlock()

@@ -8,15 +8,21 @@ import (
 
 // Progress is what a UI shows.
 type Progress struct {
+	// Server is the server in use (or being tried), one of Servers: the
+	// list Options.Server names, in order.
 	Server    string
+	Servers   []string
 	Online    bool
 	Paused    bool
 	LastError string
 	// Err is the error LastError shows (nil when online), for
 	// errors.Is: ErrProtocolVersion, protocol.ErrChecksum, ...
-	Err      error
-	LastSync time.Time // last time a delta or snapshot was applied, or the client was confirmed current
-	Datasets []DatasetProgress
+	Err error
+	// Failovers counts the moves to the next server of Servers after a
+	// failed or lost connection (Metrics.Failovers).
+	Failovers int64
+	LastSync  time.Time // last time a delta or snapshot was applied, or the client was confirmed current
+	Datasets  []DatasetProgress
 }
 
 // DatasetProgress is one dataset's sync state.
@@ -61,6 +67,8 @@ func (e *Engine) Progress() Progress {
 
 func (e *Engine) progressLocked() Progress {
 	p := e.prog
+	p.Servers = slices.Clone(p.Servers)
+	p.Failovers = e.Stats.Failovers.Load()
 	p.Paused = e.paused.Load()
 	p.Datasets = nil
 	for _, d := range e.dsProg {

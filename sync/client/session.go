@@ -22,8 +22,8 @@ import (
 // being current, or verified a chunk of a download (to reset the backoff:
 // a download over a link that keeps dropping makes progress with every
 // connection and must not wait longer and longer between them).
-func (e *Engine) session(ctx context.Context) (live bool, err error) {
-	u, err := url.Parse(e.opts.Server)
+func (e *Engine) session(ctx context.Context, server string) (live bool, err error) {
+	u, err := url.Parse(server)
 	if err != nil {
 		return false, fmt.Errorf("server url: %w", err)
 	}
