@@ -1,18 +1,21 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/sync/client"
@@ -232,5 +235,86 @@ func TestFailoverResumesOnReplica(t *testing.T) {
 	}
 	if m.Server != gb.url() || m.Failovers < 2 {
 		t.Fatalf("metrics: server %s (want %s), %d failovers (want >= 2)", m.Server, gb.url(), m.Failovers)
+	}
+}
+
+// BenchmarkFailoverToLive measures, with the engine's default backoff,
+// the time from losing the server in use to being live again (welcome
+// and catch-up done) in two ways, side by side in one run: "failover",
+// the server killed (its listener closed: dials refused) so the engine
+// moves to the replica; "reconnect", the connection cut while the server
+// stays up, so the engine comes back to the same one. It reports the
+// p50 and p99 in ms.
+func BenchmarkFailoverToLive(b *testing.B) {
+	_, _, ga, gb := replicaPair(b, 20)
+	st, err := localcache.Open(b.TempDir(), &localcache.Options{CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	eng := client.New(wiring.Sink{Store: st}, client.Options{Server: ga.url() + "," + gb.url(), Name: "bench"})
+	changed := make(chan struct{}, 1)
+	eng.OnProgress(func(client.Progress) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { eng.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	gates := map[string]*gate{ga.url(): ga, gb.url(): gb}
+	// liveOn waits until the engine is live on server in a session after
+	// the sessions'th.
+	liveOn := func(server string, sessions int64) {
+		deadline := time.After(30 * time.Second)
+		for {
+			p := eng.Progress()
+			if p.Online && p.Server == server && eng.Metrics().Sessions > sessions && len(p.Datasets) == 1 && p.Datasets[0].State == client.StateLive {
+				return
+			}
+			select {
+			case <-changed:
+			case <-time.After(time.Millisecond):
+			case <-deadline:
+				b.Fatalf("not live on %s within 30 s: %+v", server, p)
+			}
+		}
+	}
+	liveOn(ga.url(), 0)
+	for _, mode := range []string{"failover", "reconnect"} {
+		b.Run(mode, func(b *testing.B) {
+			var ds []time.Duration
+			for b.Loop() {
+				cur := eng.Progress().Server
+				next := cur
+				if mode == "failover" {
+					next = ga.url()
+					if cur == ga.url() {
+						next = gb.url()
+					}
+				}
+				sessions := eng.Metrics().Sessions
+				start := time.Now()
+				if mode == "failover" {
+					gates[cur].kill()
+				} else {
+					gates[cur].drop()
+				}
+				liveOn(next, sessions)
+				ds = append(ds, time.Since(start))
+				if mode == "failover" {
+					gates[cur].revive()
+				}
+			}
+			slices.Sort(ds)
+			b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(ds[min(len(ds)-1, len(ds)*99/100)].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+	if m := eng.Metrics(); m.DownloadRebases != 1 {
+		b.Fatalf("%d snapshot downloads; want the first only", m.DownloadRebases)
 	}
 }
