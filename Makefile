@@ -46,6 +46,7 @@ FUZZ_TARGETS = \
 	./localcache/format:FuzzOpenHot \
 	./localcache/format:FuzzOpenData \
 	./localcache/format:FuzzOpenTail \
+	./localcache/snapshot:FuzzOpenFiles \
 	./localcache/delta:FuzzDecodeBatch \
 	./localcache/delta:FuzzValidate \
 	./localcache/delta:FuzzScanSegment \
