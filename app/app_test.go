@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -335,6 +336,10 @@ func TestSettings(t *testing.T) {
 	if r := a.SaveSettings(bad); !strings.Contains(r.Error, "want a URL") || exists(a.settings) {
 		t.Fatalf("bad server: %+v", r)
 	}
+	bad.Server = "http://127.0.0.1:1, http://127.0.0.1:1/"
+	if r := a.SaveSettings(bad); !strings.Contains(r.Error, `Server 2 "http://127.0.0.1:1": the same server as entry 1`) || exists(a.settings) {
+		t.Fatalf("a server twice: %+v", r)
+	}
 	// A server nobody listens on: saved, the sync runs and reports
 	// offline in words, the local data keeps serving.
 	s.Server, s.Token, s.Datasets = "http://127.0.0.1:1", "tok", []string{"stocks", " ", "stocks"}
@@ -546,8 +551,15 @@ func TestSyncFromServer(t *testing.T) {
 	if st := a.Status(); len(st.Datasets) != 0 || st.Error != "" {
 		t.Fatalf("empty home %+v", st)
 	}
+	// A list whose first server is down: the app syncs from the second.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
 	s := a.GetSettings()
-	s.Server = srvURL
+	s.Server = dead + ", " + srvURL
 	if r := a.SaveSettings(s); r.Error != "" {
 		t.Fatal(r.Error)
 	}
@@ -571,6 +583,9 @@ func TestSyncFromServer(t *testing.T) {
 	st := a.Status()
 	if !st.Online || len(st.Datasets) != 3 || st.Datasets[2].State != "live" || st.Datasets[2].LastSyncMS == 0 {
 		t.Fatalf("status %+v", st)
+	}
+	if sy := a.SyncProgress(); sy.Current != srvURL || sy.Failovers < 1 || st.Current != srvURL || st.Failovers < 1 {
+		t.Fatalf("the server in use: sync %q (%d failovers), status %q (%d); want %s past %s", sy.Current, sy.Failovers, st.Current, st.Failovers, srvURL, dead)
 	}
 	if len(a.rt.named(app.EventSync)) == 0 {
 		t.Fatal("no sync:progress events")
@@ -715,8 +730,15 @@ func TestSyncLagAfterRestart(t *testing.T) {
 	srv, srvURL := testserver.SampleServer(t)
 	home := t.TempDir()
 	a := openTestApp(t, home)
+	// A list whose first server is down: the app syncs from the second.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
 	s := a.GetSettings()
-	s.Server = srvURL
+	s.Server = dead + ", " + srvURL
 	if r := a.SaveSettings(s); r.Error != "" {
 		t.Fatal(r.Error)
 	}

@@ -244,9 +244,17 @@ func TestBrowserUI(t *testing.T) {
 	ta := newTestApp(t)
 	// A real server with the same samples: the app syncs from it (it
 	// already holds its snapshots) and the Sync view shows it live.
+	// The list names a dead server first: the Sync view shows the
+	// second in use and the failover past the first.
 	server, srvURL := testserver.SampleServer(t)
+	dl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + dl.Addr().String()
+	dl.Close()
 	set := ta.GetSettings()
-	set.Server = srvURL
+	set.Server = dead + "," + srvURL
 	if r := ta.SaveSettings(set); r.Error != "" {
 		t.Fatal(r.Error)
 	}
@@ -270,7 +278,7 @@ func TestBrowserUI(t *testing.T) {
 	art := artifactsDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "tests/ui.mjs", "http://"+ln.Addr().String()+"/", art, exportPath)
+	cmd := exec.CommandContext(ctx, node, "tests/ui.mjs", "http://"+ln.Addr().String()+"/", art, exportPath, srvURL)
 	cmd.Dir = filepath.Join(repoRoot, "frontend")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

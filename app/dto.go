@@ -36,7 +36,9 @@ type Opened struct {
 // bridge.
 type Status struct {
 	Home      string    `json:"home"`
-	Server    string    `json:"server"` // empty: offline by choice
+	Server    string    `json:"server"`            // empty: offline by choice; several replicas comma-separated
+	Current   string    `json:"current,omitempty"` // the server of Server's list in use (or being tried)
+	Failovers int64     `json:"failovers"`         // moves to the next server of the list
 	Online    bool      `json:"online"`
 	Paused    bool      `json:"paused"`
 	LastError string    `json:"lastError,omitempty"` // the sync engine's last error, in words
@@ -74,8 +76,10 @@ type Bridge struct {
 
 // Sync is the Sync view.
 type Sync struct {
-	Configured bool          `json:"configured"` // a server is set
-	Server     string        `json:"server"`
+	Configured bool          `json:"configured"`        // a server is set
+	Server     string        `json:"server"`            // several replicas comma-separated
+	Current    string        `json:"current,omitempty"` // the server of Server's list in use (or being tried)
+	Failovers  int64         `json:"failovers"`         // moves to the next server of the list
 	Online     bool          `json:"online"`
 	Paused     bool          `json:"paused"`
 	LastError  string        `json:"lastError,omitempty"`

@@ -30,6 +30,7 @@ func (v *StatusView) Status() Status {
 	if eng := c.Engine(); eng != nil {
 		p := eng.Progress()
 		st.Online, st.Paused = p.Online, p.Paused
+		st.Current, st.Failovers = p.Server, p.Failovers
 		if p.LastError != "" && !p.Online {
 			st.LastError = syncWords(p.Err)
 		}

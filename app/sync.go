@@ -34,6 +34,7 @@ func (c *core) syncProgress() Sync {
 	if eng := comp.Engine(); eng != nil {
 		p := eng.Progress()
 		out.Online, out.Paused = p.Online, p.Paused
+		out.Current, out.Failovers = p.Server, p.Failovers
 		if !p.LastSync.IsZero() {
 			out.LastSyncMS = p.LastSync.UnixMilli()
 		}

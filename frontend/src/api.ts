@@ -18,7 +18,7 @@ export interface Dataset {
   state: string; diskBytes: number;
 }
 export interface Status {
-  home: string; server: string; online: boolean; paused: boolean; lastError?: string;
+  home: string; server: string; current?: string; failovers: number; online: boolean; paused: boolean; lastError?: string;
   datasets: Dataset[]; series: number; rows: number; diskBytes: number;
   bridge: { running: boolean; url?: string; error?: string };
   error?: string;
@@ -28,7 +28,7 @@ export interface SyncDataset {
   file?: string; bytesDone: number; bytesTotal: number; rate: number; etaSeconds: number; lastSyncMs: number;
 }
 export interface Sync {
-  configured: boolean; server: string; online: boolean; paused: boolean; lastError?: string;
+  configured: boolean; server: string; current?: string; failovers: number; online: boolean; paused: boolean; lastError?: string;
   lastSyncMs: number; subscribed: string[]; datasets: SyncDataset[]; error?: string;
 }
 export interface SearchHit { id: string; dataset: string; name: string; unit: string; frequency: string; source: string }

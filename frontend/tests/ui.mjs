@@ -5,13 +5,13 @@
 // Wails' window.go / window.runtime that forwards every call to the real
 // Go bindings over a real store of the sample data:
 //
-//   node tests/ui.mjs URL ARTIFACTS_DIR EXPORT_PATH
+//   node tests/ui.mjs URL ARTIFACTS_DIR EXPORT_PATH [SERVER_IN_USE]
 //
 // It prints one JSON line with what it saw and exits non-zero on the first
 // failed check.
 import { chromium } from 'playwright-core';
 
-const [url, artifacts, exportPath] = process.argv.slice(2);
+const [url, artifacts, exportPath, serverInUse] = process.argv.slice(2);
 if (!url || !artifacts || !exportPath) {
   console.error('usage: node tests/ui.mjs URL ARTIFACTS_DIR EXPORT_PATH');
   process.exit(2);
@@ -229,6 +229,13 @@ try {
   await page.waitForFunction(() => [...document.querySelectorAll('#view-sync tbody tr')].filter((r) => r.textContent.includes('live')).length === 3, null, { timeout: 60000 });
   const online = await page.$eval('#view-sync .panel', (e) => e.textContent);
   check('sync online', online.includes('Online'), online);
+  if (serverInUse) {
+    // The app's server list names a dead server first (app/browser_test.go).
+    const inUse = await page.$eval('#sync-server', (e) => e.textContent);
+    check('sync shows the server in use', inUse === serverInUse, inUse);
+    const note = await page.$eval('#sync-servers', (e) => e.textContent);
+    check('sync shows the list and the failovers', /1 of 2 servers; [1-9]\d* failovers?\)/.test(note), note);
+  }
   await page.screenshot({ path: `${artifacts}/ui-sync.png` });
   await page.click('#tab-excel');
   await page.waitForSelector('#manifest-url');

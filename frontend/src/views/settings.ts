@@ -43,7 +43,7 @@ export class SettingsView implements View {
     } }, 'Browse…');
     this.form.append(
       h('h3', {}, 'Server'),
-      field('Server URL', h('input', { id: 'set-server', name: 'server', value: s.server, placeholder: 'https://energyscope.example.com (empty: work offline)' }), 'The central EnergyScope server to sync from.'),
+      field('Server URL', h('input', { id: 'set-server', name: 'server', value: s.server, placeholder: 'https://energyscope.example.com (empty: work offline)' }), 'The central EnergyScope server to sync from. Several replicas, comma-separated, are tried in order: the sync moves to the next when one fails.'),
       field('Access token', h('input', { id: 'set-token', name: 'token', type: 'password', value: s.token, placeholder: 'from your administrator' }), 'Kept in your settings file, readable by you only.'),
       field('Datasets', h('input', { id: 'set-datasets', name: 'datasets', value: s.datasets.join(', '), placeholder: 'all of the server’s' }), 'Comma-separated; empty syncs every dataset.'),
       field('Download limit (MB/s)', h('input', { id: 'set-bandwidth', name: 'bandwidth', type: 'number', min: 0, step: 'any', value: s.bandwidth ? s.bandwidth / 1e6 : '' , placeholder: 'no limit' }), 'Caps snapshot downloads.'),

@@ -48,7 +48,7 @@ export class StatusView extends PolledView implements View {
     );
     const facts = h('div', { class: 'panel facts' },
       fact('Data folder', h('code', {}, s.home || '—')),
-      fact('Sync', h('span', {}, mode, s.server ? h('span', { class: 'muted' }, ` ${s.server}`) : null)),
+      fact('Sync', h('span', {}, mode, s.server ? h('span', { class: 'muted' }, ` ${s.current || s.server}`) : null, s.server ? serversNote(s.server, s.failovers) : null)),
       fact('Excel bridge', s.bridge.running ? h('span', {}, badge('Running', 'ok'), ' ', h('code', {}, s.bridge.url ?? '')) : h('span', {}, badge('Stopped', 'bad'), ' ', h('span', { class: 'muted' }, s.bridge.error ?? ''))),
     );
     this.body.append(errorBox(s.error) ?? '', s.lastError ? h('div', { class: 'warn-box' }, s.lastError) : '', cards, facts);
@@ -97,4 +97,12 @@ export function stateBadge(state: string): HTMLElement {
     default:
       return badge(state || 'offline', 'muted');
   }
+}
+
+// serversNote says, for a list of several servers, how many there are and
+// how often the sync moved to the next one.
+export function serversNote(list: string, failovers: number): HTMLElement | string {
+  const n = list.split(',').filter((x) => x.trim() !== '').length;
+  if (n < 2) return '';
+  return h('span', { class: 'muted', id: 'sync-servers' }, ` (1 of ${n} servers; ${failovers} failover${failovers === 1 ? '' : 's'})`);
 }

@@ -2,7 +2,7 @@ import { api, on, Sync } from '../api';
 import type { View } from '../main';
 import { h, clear, num, bytes, duration, ago, badge, errorBox, toast } from '../util';
 import { PolledView } from './polled';
-import { stateBadge } from './status';
+import { stateBadge, serversNote } from './status';
 
 export class SyncView extends PolledView implements View {
   id = 'sync';
@@ -37,7 +37,7 @@ export class SyncView extends PolledView implements View {
         ? h('button', { class: 'btn primary', id: 'resume', onclick: async () => this.render(await api.resume()) }, 'Resume')
         : h('button', { class: 'btn', id: 'pause', onclick: async () => this.render(await api.pause()) }, 'Pause');
       this.body.append(h('div', { class: 'panel row spread' },
-        h('div', {}, state, ' ', h('code', {}, s.server), h('span', { class: 'muted' }, `  last sync ${ago(s.lastSyncMs)}`)),
+        h('div', {}, state, ' ', h('code', { id: 'sync-server' }, s.current || s.server), serversNote(s.server, s.failovers), h('span', { class: 'muted' }, `  last sync ${ago(s.lastSyncMs)}`)),
         toggle));
       if (s.lastError) this.body.append(h('div', { class: 'warn-box' }, s.lastError));
     }
