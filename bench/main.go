@@ -15,11 +15,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -394,7 +396,7 @@ func run(sc scale, dataDir, profDir string, a childArgs, o runOpts) (*report, er
 		"get_first_p50_us", "get_first_p99_us", "get_noread_p50_us", "get_noread_p99_us", "get_points_per_query", "get_allocs_per_query", "get_bytes_per_query", "get_touch_all_s", "get_queries"} {
 		rep.Set(k, m[k])
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if strings.HasPrefix(k, "get_p50_us_") || strings.HasPrefix(k, "get_p99_us_") || strings.HasPrefix(k, "get_share_") {
 			rep.Set(k, m[k])
 		}

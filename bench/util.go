@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -91,7 +92,7 @@ func (r *report) Get(k string) (float64, bool) {
 func (r *report) F(k string) float64 { v, _ := r.Get(k); return v }
 
 func (r *report) Merge(prefix string, m map[string]any) {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		r.Set(prefix+k, m[k])
 	}
 }
@@ -114,15 +115,6 @@ func (r *report) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // round keeps 4 significant digits (or 3 decimals for large numbers), for
