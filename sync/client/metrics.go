@@ -134,18 +134,21 @@ func (m Metrics) Download(snapshot string) (DownloadMetrics, bool) {
 func (e *Engine) recordDownload(d DownloadMetrics) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.downloads) == maxDownloadMetrics {
-		e.downloads = append(e.downloads[:0], e.downloads[1:]...)
-	}
-	e.downloads = append(e.downloads, d)
+	e.downloads = appendRecent(e.downloads, d)
 }
 
 // recordRebase keeps a rebase for Metrics.
 func (e *Engine) recordRebase(r RebaseMetrics) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.rebases) == maxDownloadMetrics {
-		e.rebases = append(e.rebases[:0], e.rebases[1:]...)
+	e.rebases = appendRecent(e.rebases, r)
+}
+
+// appendRecent appends v to s, dropping the oldest entry first when s
+// already holds maxDownloadMetrics.
+func appendRecent[T any](s []T, v T) []T {
+	if len(s) == maxDownloadMetrics {
+		s = append(s[:0], s[1:]...)
 	}
-	e.rebases = append(e.rebases, r)
+	return append(s, v)
 }
