@@ -32,29 +32,48 @@ const Granularity = 1 << 16
 // Random access advice (MADV_RANDOM on Unix) is applied so that a lookup
 // faults in one page, not the kernel's read-ahead window.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, size, err := openSized(path)
 	if err != nil {
 		return nil, err
+	}
+	if size == 0 {
+		return &File{Bytes: []byte{}, f: f}, nil
+	}
+	m, err := mapSpan(f, path, 0, size, "file", size)
+	if err != nil {
+		return nil, err
+	}
+	m.Bytes = m.base
+	return m, nil
+}
+
+// openSized opens path read-only and returns it with its size.
+func openSized(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, 0, err
 	}
-	size := st.Size()
-	if size == 0 {
-		return &File{Bytes: []byte{}, f: f}, nil
-	}
-	if int64(int(size)) != size {
+	return f, st.Size(), nil
+}
+
+// mapSpan maps span bytes of f from start (a multiple of Granularity). On
+// error f is closed; a span that does not fit an int is refused as "what
+// too large (n bytes)".
+func mapSpan(f *os.File, path string, start, span int64, what string, n int64) (*File, error) {
+	if int64(int(span)) != span {
 		f.Close()
-		return nil, fmt.Errorf("mmap %s: file too large (%d bytes)", path, size)
+		return nil, fmt.Errorf("mmap %s: %s too large (%d bytes)", path, what, n)
 	}
 	m := &File{f: f}
-	if err := m.mapFile(0, int(size)); err != nil {
+	if err := m.mapFile(start, int(span)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("mmap %s: %w", path, err)
 	}
-	m.Bytes = m.base
 	return m, nil
 }
 
@@ -69,32 +88,21 @@ func OpenRange(path string, offset, length int64) (*File, error) {
 	if offset < 0 || length < 0 || offset > math.MaxInt64-length {
 		return nil, fmt.Errorf("mmap %s: bad region %d+%d", path, offset, length)
 	}
-	f, err := os.Open(path)
+	f, size, err := openSized(path)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
+	if offset+length > size {
 		f.Close()
-		return nil, err
-	}
-	if offset+length > st.Size() {
-		f.Close()
-		return nil, fmt.Errorf("mmap %s: region %d+%d, size %d: %w", path, offset, length, st.Size(), ErrShort)
+		return nil, fmt.Errorf("mmap %s: region %d+%d, size %d: %w", path, offset, length, size, ErrShort)
 	}
 	if length == 0 {
 		return &File{Bytes: []byte{}, f: f}, nil
 	}
 	start := offset - offset%Granularity
-	span := offset + length - start
-	if int64(int(span)) != span {
-		f.Close()
-		return nil, fmt.Errorf("mmap %s: region too large (%d bytes)", path, length)
-	}
-	m := &File{f: f}
-	if err := m.mapFile(start, int(span)); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	m, err := mapSpan(f, path, start, offset+length-start, "region", length)
+	if err != nil {
+		return nil, err
 	}
 	m.Bytes = m.base[offset-start : offset-start+length : offset-start+length]
 	return m, nil
