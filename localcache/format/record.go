@@ -213,24 +213,17 @@ type batchDecoder struct {
 	err error
 }
 
-func (d *batchDecoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errShortBatch
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *batchDecoder) uvarint() uint64 { return decodeVarint(d, binary.Uvarint) }
 
-func (d *batchDecoder) varint() int64 {
+func (d *batchDecoder) varint() int64 { return decodeVarint(d, binary.Varint) }
+
+// decodeVarint reads one varint from d with read (binary.Uvarint or
+// binary.Varint); 0 once d has failed.
+func decodeVarint[T uint64 | int64](d *batchDecoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := read(d.b)
 	if n <= 0 {
 		d.err = errShortBatch
 		return 0
