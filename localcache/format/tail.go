@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/schema"
-	"github.com/energyscope/energyscope/internal/fileutil"
 )
 
 // TailBlockRows is the target number of rows of a row group of
@@ -193,25 +191,11 @@ func unsafeCast[A, B any](s []A) []B {
 func bufio1M(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 1<<20) }
 
 func writeTailFile(path string, c *cooked, tc tailCodec) (FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return FileInfo{}, err
-	}
-	defer f.Close()
-	h := newChunkHasher()
-	bw := bufio1M(multiWriter{f, h})
-	// noClose keeps the Parquet writer from closing the file before the
-	// buffer is flushed and synced.
-	if err := c.writeTail(noClose{bw}, tc); err != nil {
-		return FileInfo{}, err
-	}
-	if err := bw.Flush(); err != nil {
-		return FileInfo{}, err
-	}
-	if err := fileutil.SyncClose(f); err != nil {
-		return FileInfo{}, err
-	}
-	return h.info(filepath.Base(path)), nil
+	return writeHashed(path, func(bw io.Writer) error {
+		// noClose keeps the Parquet writer from closing the file before
+		// the buffer is flushed and synced.
+		return c.writeTail(noClose{bw}, tc)
+	})
 }
 
 type noClose struct{ io.Writer }

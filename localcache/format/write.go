@@ -1,11 +1,11 @@
 package format
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -570,22 +570,31 @@ func (c *cooked) periodAt(row int64) int64 {
 }
 
 func writeArrow(path string, schema *arrow.Schema, body func(*ipc.FileWriter) error) (FileInfo, error) {
+	return writeHashed(path, func(bw io.Writer) error {
+		w, err := ipc.NewFileWriter(bw, ipc.WithSchema(schema), ipc.WithAllocator(memory.NewGoAllocator()))
+		if err != nil {
+			return err
+		}
+		if err := body(w); err != nil {
+			w.Close()
+			return err
+		}
+		return w.Close()
+	})
+}
+
+// writeHashed creates path (it must not exist), has body write the file
+// through a 1 MiB buffer, then flushes, syncs and closes it, and returns
+// its FileInfo with the chunk hashes of the bytes written.
+func writeHashed(path string, body func(io.Writer) error) (FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return FileInfo{}, err
 	}
 	defer f.Close()
 	h := newChunkHasher()
-	bw := bufio.NewWriterSize(multiWriter{f, h}, 1<<20)
-	w, err := ipc.NewFileWriter(bw, ipc.WithSchema(schema), ipc.WithAllocator(memory.NewGoAllocator()))
-	if err != nil {
-		return FileInfo{}, err
-	}
-	if err := body(w); err != nil {
-		w.Close()
-		return FileInfo{}, err
-	}
-	if err := w.Close(); err != nil {
+	bw := bufio1M(multiWriter{f, h})
+	if err := body(bw); err != nil {
 		return FileInfo{}, err
 	}
 	if err := bw.Flush(); err != nil {
