@@ -318,3 +318,59 @@ func BenchmarkFailoverToLive(b *testing.B) {
 		b.Fatalf("%d snapshot downloads; want the first only", m.DownloadRebases)
 	}
 }
+
+// TestFailoverCyclesWithBackoff: when every server of the list refuses
+// the session (each accepts the TCP connection and closes it), the
+// engine tries them in the list's order, round after round, and waits
+// the backoff between rounds: no reconnect storm. With every server
+// answering the same, the engine never gets live and stays offline.
+func TestFailoverCyclesWithBackoff(t *testing.T) {
+	var mu sync.Mutex
+	var order []int
+	var urls []string
+	for i := range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		urls = append(urls, "http://"+ln.Addr().String())
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				c.Close()
+			}
+		}()
+	}
+	st := openCompStore(t, t.TempDir())
+	const step = 200 * time.Millisecond
+	c := startComp(t, st, nil, client.Options{Server: strings.Join(urls, ","), MinBackoff: step, MaxBackoff: step})
+	time.Sleep(2 * time.Second)
+	c.stop()
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range order {
+		if s != i%3 {
+			t.Fatalf("dial %d went to server %d, want %d (the list's order, round after round): %v", i, s, i%3, order)
+		}
+	}
+	// Rounds wait 0..step (full jitter), 100 ms on average: about 20
+	// rounds, 60 dials in 2 s. Without a wait per round it would be
+	// thousands.
+	if len(order) < 3 || len(order) > 300 {
+		t.Fatalf("%d dials in 2 s; want 3 to 300", len(order))
+	}
+	m := c.eng.Metrics()
+	if m.Failovers != m.Reconnects || m.Sessions != 0 {
+		t.Fatalf("failovers %d, reconnects %d, sessions %d: want every failed session a move to the next server and none made", m.Failovers, m.Reconnects, m.Sessions)
+	}
+	if p := c.eng.Progress(); p.Online {
+		t.Fatalf("online with every server refusing: %+v", p)
+	}
+}
