@@ -201,7 +201,7 @@ type Lake struct {
 	// it when it holds the vintage asked for).
 	tables struct {
 		sync.Mutex
-		m map[string]*table.Table
+		m map[string]*loaded
 	}
 	// forceDownload makes OpenSnapshot download even from a file://
 	// warehouse (tests of the remote path).

@@ -43,27 +43,30 @@ import (
 // every byte), or whose blobs are not page-aligned, is an error wrapping
 // *format.CorruptionError. Nothing is left mapped after an error.
 func (l *Lake) OpenSnapshot(ctx context.Context, dataset string, v Vintage, o snapshot.Options) (*snapshot.Snapshot, error) {
-	t, fromCache := l.cachedTable(dataset, v.IcebergSnapshot)
-	if t == nil {
+	lt, fromCache := l.cachedTable(dataset, v.IcebergSnapshot)
+	if lt == nil {
 		var err error
-		if t, err = l.load(ctx, dataset); err != nil {
+		if lt, err = l.loadIndexed(ctx, dataset); err != nil {
 			return nil, err
 		}
+	} else {
+		lt = l.indexed(dataset, lt)
 	}
-	s, err := l.openIn(ctx, t, dataset, v, o)
+	s, err := l.openIn(ctx, lt, dataset, v, o)
 	if fromCache && (errors.Is(err, ErrNoServingIndex) || errors.Is(err, os.ErrNotExist)) {
 		// The cached metadata may predate an expiry that deleted the
 		// file: ask the catalog again.
-		if t, err = l.load(ctx, dataset); err != nil {
+		if lt, err = l.loadIndexed(ctx, dataset); err != nil {
 			return nil, err
 		}
-		s, err = l.openIn(ctx, t, dataset, v, o)
+		s, err = l.openIn(ctx, lt, dataset, v, o)
 	}
 	return s, err
 }
 
-func (l *Lake) openIn(ctx context.Context, t *table.Table, dataset string, v Vintage, o snapshot.Options) (*snapshot.Snapshot, error) {
-	si, err := locate(ctx, t, dataset, v.IcebergSnapshot)
+func (l *Lake) openIn(ctx context.Context, lt *loaded, dataset string, v Vintage, o snapshot.Options) (*snapshot.Snapshot, error) {
+	t := lt.t
+	si, err := locate(ctx, lt, dataset, v.IcebergSnapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -97,12 +100,13 @@ func (l *Lake) openIn(ctx context.Context, t *table.Table, dataset string, v Vin
 
 // locate finds vintage id's serving artifacts: from the blob offsets the
 // table metadata carries, or else from the Puffin footer.
-func locate(ctx context.Context, t *table.Table, dataset string, id int64) (*ServingIndex, error) {
-	cur, err := vintageByID(t, id)
+func locate(ctx context.Context, lt *loaded, dataset string, id int64) (*ServingIndex, error) {
+	t := lt.t
+	sf, ok := lt.stats[id]
+	cur, err := vintageWith(t, id, ok)
 	if err != nil {
 		return nil, fmt.Errorf("%w (expired, or never in dataset %s)", err, dataset)
 	}
-	sf, ok := statisticsOf(t, id)
 	if !ok || cur.Snapshot == "" {
 		return nil, &NoServingIndexError{Dataset: dataset, IcebergSnapshot: id, Reason: "no energyscope statistics file"}
 	}
@@ -375,27 +379,74 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
+// loaded is a table as loaded once, with its statistics entries by
+// snapshot id (the metadata's Statistics() copies every entry on each
+// call: an index keeps an open O(1) in the number of vintages).
+type loaded struct {
+	t     *table.Table
+	stats map[int64]table.StatisticsFile
+}
+
+func indexTable(t *table.Table) *loaded {
+	lt := &loaded{t: t, stats: map[int64]table.StatisticsFile{}}
+	for sf := range t.Metadata().Statistics() {
+		lt.stats[sf.SnapshotID] = sf
+	}
+	return lt
+}
+
 // cachedTable returns the table loaded last for dataset if it holds
 // Iceberg snapshot id (snapshots and their statistics entries never
 // change once committed), or nil.
-func (l *Lake) cachedTable(dataset string, id int64) (*table.Table, bool) {
+func (l *Lake) cachedTable(dataset string, id int64) (*loaded, bool) {
 	l.tables.Lock()
-	t := l.tables.m[dataset]
+	lt := l.tables.m[dataset]
 	l.tables.Unlock()
-	if t == nil || t.SnapshotByID(id) == nil {
+	if lt == nil || lt.t.SnapshotByID(id) == nil {
 		return nil, false
 	}
-	return t, true
+	return lt, true
 }
 
-// remember keeps t as the table loaded last for dataset.
+// remember keeps t as the table loaded last for dataset; its statistics
+// index is built on first use (loadIndexed).
 func (l *Lake) remember(dataset string, t *table.Table) {
 	l.tables.Lock()
 	defer l.tables.Unlock()
 	if l.tables.m == nil {
-		l.tables.m = map[string]*table.Table{}
+		l.tables.m = map[string]*loaded{}
 	}
-	l.tables.m[dataset] = t
+	l.tables.m[dataset] = &loaded{t: t}
+}
+
+// loadIndexed loads dataset's table with its statistics index, and keeps
+// the index with the remembered table.
+func (l *Lake) loadIndexed(ctx context.Context, dataset string) (*loaded, error) {
+	t, err := l.load(ctx, dataset)
+	if err != nil {
+		return nil, err
+	}
+	lt := indexTable(t)
+	l.tables.Lock()
+	if cur := l.tables.m[dataset]; cur != nil && cur.t == t {
+		l.tables.m[dataset] = lt
+	}
+	l.tables.Unlock()
+	return lt, nil
+}
+
+// indexed returns lt with its statistics index built (once).
+func (l *Lake) indexed(dataset string, lt *loaded) *loaded {
+	if lt.stats != nil {
+		return lt
+	}
+	full := indexTable(lt.t)
+	l.tables.Lock()
+	if cur := l.tables.m[dataset]; cur == lt {
+		l.tables.m[dataset] = full
+	}
+	l.tables.Unlock()
+	return full
 }
 
 // Verify re-reads vintage v's serving artifacts where OpenSnapshot maps
@@ -406,14 +457,17 @@ func (l *Lake) remember(dataset string, t *table.Table) {
 // byte is a *format.CorruptionError naming the snapshot file. Reads run
 // at the disk's pace; ctx stops them.
 func (l *Lake) Verify(ctx context.Context, dataset string, v Vintage) error {
-	t, ok := l.cachedTable(dataset, v.IcebergSnapshot)
+	lt, ok := l.cachedTable(dataset, v.IcebergSnapshot)
 	if !ok {
 		var err error
-		if t, err = l.load(ctx, dataset); err != nil {
+		if lt, err = l.loadIndexed(ctx, dataset); err != nil {
 			return err
 		}
+	} else {
+		lt = l.indexed(dataset, lt)
 	}
-	si, err := locate(ctx, t, dataset, v.IcebergSnapshot)
+	t := lt.t
+	si, err := locate(ctx, lt, dataset, v.IcebergSnapshot)
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ func TestS3Warehouse(t *testing.T) {
 	}
 	// A second open maps the cached copy: with the object gone from the
 	// bucket it still opens.
-	si, err := locate(ctx, tbl, "stocks", v2.IcebergSnapshot)
+	si, err := locate(ctx, indexTable(tbl), "stocks", v2.IcebergSnapshot)
 	if err != nil {
 		t.Fatal(err)
 	}

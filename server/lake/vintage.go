@@ -106,12 +106,18 @@ func (l *Lake) Head(ctx context.Context, dataset string) (Vintage, error) {
 // the others (a lookup per open: linear in the table's snapshots, no
 // summary copied but its own).
 func vintageByID(t *table.Table, id int64) (Vintage, error) {
+	_, hasStats := statisticsOf(t, id)
+	return vintageWith(t, id, hasStats)
+}
+
+// vintageWith is vintageByID when whether id has a statistics file is
+// known.
+func vintageWith(t *table.Table, id int64, hasStats bool) (Vintage, error) {
 	md := t.Metadata()
 	s := md.SnapshotByID(id)
 	if s == nil {
 		return Vintage{}, fmt.Errorf("%w: iceberg snapshot %d", ErrUnknownVintage, id)
 	}
-	_, hasStats := statisticsOf(t, id)
 	var tags []string
 	for name, ref := range md.Refs() {
 		if ref.SnapshotRefType == table.TagRef && ref.SnapshotID == id {
