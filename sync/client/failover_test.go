@@ -374,3 +374,46 @@ func TestFailoverCyclesWithBackoff(t *testing.T) {
 		t.Fatalf("online with every server refusing: %+v", p)
 	}
 }
+
+// TestFailoverToDivergedReplica: the replica gave the seqs above the
+// copy to other records than the server the companion was on (two
+// writers after the copy, the case a shared log rules out). After the
+// failover the replica answers reset (diverged) as a restored server
+// would: the companion drops its records above the copy, takes the
+// replica's and follows it live, without downloading the snapshot.
+func TestFailoverToDivergedReplica(t *testing.T) {
+	a, b, ga, gb := replicaPair(t, 10)
+	for i := range 5 {
+		if _, _, err := a.Ingest("stocks", []format.Record{row("A", 20+i, float64(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.Ingest("stocks", []format.Record{row("B", 20+i, float64(-i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := openCompStore(t, t.TempDir())
+	c := startComp(t, st, nil, client.Options{Server: ga.url() + "," + gb.url(), MinBackoff: 50 * time.Millisecond})
+	head, _, _ := a.Head("stocks")
+	c.waitState(head.Snapshot, head.Seq, 20*time.Second)
+	if v, ok := value(st, "A", row("A", 24, 0).Period); !ok || v != 4 {
+		t.Fatalf("A's row before the failover: %v %v", v, ok)
+	}
+	ga.kill()
+	_, last, err := b.Ingest("stocks", []format.Record{row("B", 30, 7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the replica's records", func() bool {
+		_, _, seq, err := st.State("stocks")
+		_, ok := value(st, "B", row("B", 30, 0).Period)
+		return err == nil && seq == last && ok
+	})
+	sameAsServer(t, b, st, "B", "TICK")
+	if v, ok := value(st, "A", row("A", 24, 0).Period); ok {
+		t.Fatalf("the first server's row is still held after the reset: %v", v)
+	}
+	m := c.eng.Metrics()
+	if m.Server != gb.url() || m.Diverged < 1 || m.DownloadRebases != 1 {
+		t.Fatalf("server %s (want %s), %d diverged resets (want >= 1), %d downloads (want 1)", m.Server, gb.url(), m.Diverged, m.DownloadRebases)
+	}
+}
