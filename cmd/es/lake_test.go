@@ -100,7 +100,22 @@ func TestServeLakeEndToEnd(t *testing.T) {
 		t.Fatalf("es get MSFT: %q", out)
 	}
 
-	// es cook on a server home leaves no copy in the home either.
+	// es put + es compact on the (stopped) server home publish too.
+	rows := filepath.Join(t.TempDir(), "rows.csv")
+	if err := os.WriteFile(rows, []byte("series_id,period,value\nMSFT,2026-12-01,601\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustES(t, "put", "--home", home, "--dataset", "stocks", rows)
+	mustES(t, "compact", "--home", home, "--dataset", "stocks")
+	vs = lakeVintages(t, home, "stocks")
+	if len(vs) != 6 || vs[5].Snapshot != currentOf(t, home, "stocks") || vs[5].Rows != vs[4].Rows+1 {
+		t.Fatalf("after es compact: %+v, CURRENT %s", vs, currentOf(t, home, "stocks"))
+	}
+	if out := mustES(t, "get", "--home", home, "MSFT", "2026-12-01", "2026-12-31"); !strings.Contains(out, "601") {
+		t.Fatalf("es get MSFT after es compact: %q", out)
+	}
+
+	// es cook and es compact on a server home leave no copy in the home.
 	ents, _ := os.ReadDir(filepath.Join(home, "datasets", "stocks", "snapshots"))
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), ".") {
@@ -108,7 +123,7 @@ func TestServeLakeEndToEnd(t *testing.T) {
 		}
 	}
 	// es verify checks the served snapshot where it lives: the lake.
-	if out := mustES(t, "verify", "--home", home, "--dataset", "stocks"); !strings.Contains(out, "ok   stocks/"+vs[4].Snapshot+" (lake)") {
+	if out := mustES(t, "verify", "--home", home, "--dataset", "stocks"); !strings.Contains(out, "ok   stocks/"+vs[5].Snapshot+" (lake)") {
 		t.Fatalf("es verify of a server home: %q", out)
 	}
 
@@ -126,10 +141,10 @@ func TestServeLakeEndToEnd(t *testing.T) {
 		}
 	}
 	if err != nil || code != 200 || json.Unmarshal(b, &hz) != nil || hz.State != "ok" || hz.Lake.Catalog != "reachable" ||
-		len(hz.Datasets) != 1 || hz.Datasets[0].Vintage.IcebergSnapshot != vs[4].IcebergSnapshot {
+		len(hz.Datasets) != 1 || hz.Datasets[0].Vintage.IcebergSnapshot != vs[5].IcebergSnapshot {
 		t.Fatalf("healthz: %d %v %s", code, err, b)
 	}
-	if got := lakeVintages(t, home, "stocks"); len(got) != 5 {
+	if got := lakeVintages(t, home, "stocks"); len(got) != 6 {
 		t.Fatalf("a restart committed: %d vintages", len(got))
 	}
 }
