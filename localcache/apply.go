@@ -27,11 +27,9 @@ func (s *Store) Apply(dataset string, batch []format.Record) (int, error) {
 	if err := format.ValidateRecords(batch); err != nil {
 		return 0, err
 	}
-	d.mu.Lock()
-	rs := d.cur.Load()
-	if rs == nil {
-		d.mu.Unlock()
-		return 0, ErrClosed
+	rs, err := d.lockWrite()
+	if err != nil {
+		return 0, err
 	}
 	last := rs.delta.LastSeq()
 	i := sort.Search(len(batch), func(i int) bool { return batch[i].Seq > last })

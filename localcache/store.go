@@ -344,6 +344,18 @@ func (d *Dataset) acquire() (*readState, error) {
 	}
 }
 
+// lockWrite locks d.mu for a write and returns the state in service.
+// When the dataset is closed it returns ErrClosed with d.mu not held.
+func (d *Dataset) lockWrite() (*readState, error) {
+	d.mu.Lock()
+	rs := d.cur.Load()
+	if rs == nil {
+		d.mu.Unlock()
+		return nil, ErrClosed
+	}
+	return rs, nil
+}
+
 // swap installs rs as the state in service and drops the store's
 // reference to the previous snapshot (unless rs keeps the same one).
 func (d *Dataset) swap(rs *readState) {

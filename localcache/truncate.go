@@ -28,11 +28,9 @@ func (s *Store) Truncate(dataset string, through uint64) (int, error) {
 	// No compaction may fold the records being dropped meanwhile.
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
-	d.mu.Lock()
-	rs := d.cur.Load()
-	if rs == nil {
-		d.mu.Unlock()
-		return 0, ErrClosed
+	rs, err := d.lockWrite()
+	if err != nil {
+		return 0, err
 	}
 	last := rs.delta.LastSeq()
 	if through >= last {
