@@ -334,6 +334,15 @@ func startServer(home string) (*server.Server, *httptest.Server, error) {
 	return srv, hs, nil
 }
 
+// startBigServer runs a server on home holding dataset "big" of 20,000
+// rows (written unless it is there already).
+func startBigServer(home string) (*server.Server, *httptest.Server, error) {
+	if _, err := writeBigHome(home, 20_000); err != nil {
+		return nil, nil, err
+	}
+	return startServer(home)
+}
+
 func stopServer(srv *server.Server, hs *httptest.Server) {
 	hs.CloseClientConnections()
 	hs.Close()
@@ -515,10 +524,7 @@ func roundAll(xs []float64) []float64 {
 func benchLatency(rep *report, c config, dir string, n int) error {
 	raiseNoFile(uint64(2*n + 512))
 	home := filepath.Join(dir, fmt.Sprintf("server-lat-%d", n))
-	if _, err := writeBigHome(home, 20_000); err != nil {
-		return err
-	}
-	srv, hs, err := startServer(home)
+	srv, hs, err := startBigServer(home)
 	if err != nil {
 		return err
 	}
@@ -699,10 +705,7 @@ func memNow() (heap, stack uint64) {
 func benchMemory(rep *report, c config, dir string) error {
 	raiseNoFile(uint64(c.idle + 512))
 	home := filepath.Join(dir, "server-mem")
-	if _, err := writeBigHome(home, 20_000); err != nil {
-		return err
-	}
-	srv, hs, err := startServer(home)
+	srv, hs, err := startBigServer(home)
 	if err != nil {
 		return err
 	}
