@@ -222,6 +222,19 @@ func (b fbuf) checkVector(pos, elem int) (start, n int, err error) {
 
 // checkKeyValues checks a [KeyValue] vector field: KeyValue{key, value}.
 func (b fbuf) checkKeyValues(pos int) error {
+	return b.checkTables(pos, func(tab, vt, vtLen int) error {
+		for id := range 2 {
+			if _, _, err := b.checkVector(b.field(tab, vt, vtLen, id), 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// checkTables checks a vector of tables (uoffsets) at pos and calls check
+// with each table in turn, stopping at the first error.
+func (b fbuf) checkTables(pos int, check func(tab, vt, vtLen int) error) error {
 	start, n, err := b.checkVector(pos, 4)
 	if err != nil {
 		return err
@@ -231,10 +244,8 @@ func (b fbuf) checkKeyValues(pos int) error {
 		if err != nil {
 			return err
 		}
-		for id := range 2 {
-			if _, _, err := b.checkVector(b.field(tab, vt, vtLen, id), 1); err != nil {
-				return err
-			}
+		if err := check(tab, vt, vtLen); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -264,15 +275,7 @@ func (b fbuf) checkFields(pos, depth int) error {
 	if depth > maxIPCNesting {
 		return fmt.Errorf("%w: IPC schema nested deeper than %d", ErrMalformed, maxIPCNesting)
 	}
-	start, n, err := b.checkVector(pos, 4)
-	if err != nil {
-		return err
-	}
-	for k := range n {
-		tab, vt, vtLen, err := b.table(start + 4*k)
-		if err != nil {
-			return err
-		}
+	return b.checkTables(pos, func(tab, vt, vtLen int) error {
 		if _, _, err := b.checkVector(b.field(tab, vt, vtLen, 0), 1); err != nil {
 			return err
 		}
@@ -299,8 +302,8 @@ func (b fbuf) checkFields(pos, depth int) error {
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // checkIPCBatch checks the RecordBatch table that the uoffset at pos points
