@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -27,15 +28,9 @@ type RowColumns struct {
 }
 
 func (c RowColumns) withDefaults() RowColumns {
-	if c.Series == "" {
-		c.Series = "series_id"
-	}
-	if c.Period == "" {
-		c.Period = "period"
-	}
-	if c.Value == "" {
-		c.Value = "value"
-	}
+	c.Series = cmp.Or(c.Series, cook.DefaultSeriesCol)
+	c.Period = cmp.Or(c.Period, cook.DefaultPeriodCol)
+	c.Value = cmp.Or(c.Value, cook.DefaultValueCol)
 	return c
 }
 

@@ -33,6 +33,7 @@
 package cook
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -92,16 +93,18 @@ type InputOptions struct {
 	Progress func(done, total int64)
 }
 
+// The default column names of a long table's series id, period and value
+// (InputOptions, and the server's update rows).
+const (
+	DefaultSeriesCol = "series_id"
+	DefaultPeriodCol = "period"
+	DefaultValueCol  = "value"
+)
+
 func (o InputOptions) withDefaults() InputOptions {
-	if o.SeriesCol == "" {
-		o.SeriesCol = "series_id"
-	}
-	if o.PeriodCol == "" {
-		o.PeriodCol = "period"
-	}
-	if o.ValueCol == "" {
-		o.ValueCol = "value"
-	}
+	o.SeriesCol = cmp.Or(o.SeriesCol, DefaultSeriesCol)
+	o.PeriodCol = cmp.Or(o.PeriodCol, DefaultPeriodCol)
+	o.ValueCol = cmp.Or(o.ValueCol, DefaultValueCol)
 	return o
 }
 
