@@ -321,13 +321,9 @@ func (s *Server) installFromLake(name string, v lake.Vintage) error {
 		return err
 	}
 	if d == nil {
-		if d, err = s.openDataset(name); err != nil {
+		if d, err = s.openInstalled(name); err != nil {
 			return err
 		}
-		s.mu.Lock()
-		delete(s.broken, name)
-		s.mu.Unlock()
-		d.mu.Lock()
 		defer d.mu.Unlock()
 	}
 	// As after a PUT: no catch-up crosses the installed snapshot (records

@@ -310,6 +310,21 @@ func (s *Server) openDataset(name string) (*dataset, error) {
 	return d, nil
 }
 
+// openInstalled opens dataset name once a snapshot was installed for it
+// while it was not open (new, or listed as broken), clears its broken
+// mark, and returns it with d.mu held.
+func (s *Server) openInstalled(name string) (*dataset, error) {
+	d, err := s.openDataset(name)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	delete(s.broken, name)
+	s.mu.Unlock()
+	d.mu.Lock()
+	return d, nil
+}
+
 // usableHistory returns the records of the history log the server can
 // serve catch-ups from: the contiguous run that ends at the store's head.
 // A crash between the history append and the store's apply leaves a record
@@ -661,13 +676,9 @@ func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*for
 		return nil, err
 	}
 	if d == nil {
-		if d, err = s.openDataset(name); err != nil {
+		if d, err = s.openInstalled(name); err != nil {
 			return nil, err
 		}
-		s.mu.Lock()
-		delete(s.broken, name)
-		s.mu.Unlock()
-		d.mu.Lock()
 		defer d.mu.Unlock()
 	}
 	s.resetHistoryLocked(d, covers)

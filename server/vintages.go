@@ -311,13 +311,9 @@ func (s *Server) Rollback(ctx context.Context, name, to string) (*RollbackResult
 		return nil, err
 	}
 	if d == nil {
-		if d, err = s.openDataset(name); err != nil {
+		if d, err = s.openInstalled(name); err != nil {
 			return nil, err
 		}
-		s.mu.Lock()
-		delete(s.broken, name)
-		s.mu.Unlock()
-		d.mu.Lock()
 		defer d.mu.Unlock()
 	}
 	s.resetHistoryLocked(d, covers)
