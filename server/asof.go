@@ -206,69 +206,19 @@ func checkWhen(when string) error {
 		}
 	}
 	if dateLikeRE.MatchString(when) {
-		if _, ok := parseWhen(when); !ok {
+		if _, ok := lake.ParseWhen(when); !ok {
 			return fmt.Errorf("%w: %q is neither a date YYYY-MM-DD nor an RFC 3339 time", ErrBadWhen, when)
 		}
 	}
 	return nil
 }
 
-var (
-	esSnapshotRE = regexp.MustCompile(`^e[0-9]+-s[0-9]+-[0-9a-f]{12}$`)
-	dateRE       = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
-)
-
-// parseWhen parses an RFC 3339 time or a date (the end of that day, UTC),
-// as lake.Resolve does.
-func parseWhen(s string) (time.Time, bool) {
-	if dateRE.MatchString(s) {
-		d, err := time.Parse(time.DateOnly, s)
-		if err != nil {
-			return time.Time{}, false
-		}
-		return d.Add(24*time.Hour - time.Nanosecond), true
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, true
-	}
-	return time.Time{}, false
-}
-
 // resolveIn is lake.Resolve over a listed history (the same rules, kept
-// equal by TestResolveAgreesWithTheLake): a time or date names the latest
-// serving vintage committed at or before it; an es snapshot id the latest
-// vintage with that id; else a tag; else a decimal Iceberg snapshot id.
+// equal by TestResolveAgreesWithTheLake): a time, a date or an es snapshot
+// id as lake.ResolveListed; else a tag; else a decimal Iceberg snapshot id.
 func resolveIn(vs []lake.Vintage, dataset, when string) (lake.Vintage, error) {
-	if at, ok := parseWhen(when); ok {
-		var best, first *lake.Vintage
-		for i := range vs {
-			v := &vs[i]
-			if !v.Serving {
-				continue
-			}
-			if first == nil {
-				first = v
-			}
-			if !v.CommittedAt.After(at) {
-				best = v
-			}
-		}
-		if best != nil {
-			return *best, nil
-		}
-		if first == nil {
-			return lake.Vintage{}, fmt.Errorf("%w: dataset %s has no vintage", lake.ErrUnknownVintage, dataset)
-		}
-		return lake.Vintage{}, fmt.Errorf("%w: %s is before the first vintage of %s (%s, committed %s)",
-			lake.ErrBeforeFirstVintage, when, dataset, first.Snapshot, first.CommittedAt.Format(time.RFC3339))
-	}
-	if esSnapshotRE.MatchString(when) {
-		for i := len(vs) - 1; i >= 0; i-- {
-			if vs[i].Snapshot == when {
-				return vs[i], nil
-			}
-		}
-		return lake.Vintage{}, fmt.Errorf("%w: no vintage %s in dataset %s (never published, or expired)", lake.ErrUnknownVintage, when, dataset)
+	if v, ok, err := lake.ResolveListed(vs, dataset, when); ok {
+		return v, err
 	}
 	for _, v := range vs {
 		if slices.Contains(v.Tags, when) {

@@ -432,7 +432,7 @@ func FuzzResolveWhen(f *testing.F) {
 		if !slices.ContainsFunc(vs, func(x lake.Vintage) bool { return x.IcebergSnapshot == v.IcebergSnapshot }) {
 			t.Fatalf("%q resolved to a vintage not in the history: %+v", when, v)
 		}
-		if at, ok := parseWhen(when); ok && (!v.Serving || v.CommittedAt.After(at)) {
+		if at, ok := lake.ParseWhen(when); ok && (!v.Serving || v.CommittedAt.After(at)) {
 			t.Fatalf("%q resolved to %+v", when, v)
 		}
 	})

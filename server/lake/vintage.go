@@ -184,8 +184,28 @@ func (l *Lake) Resolve(ctx context.Context, dataset, when string) (Vintage, erro
 }
 
 func resolveIn(t *table.Table, dataset, when string) (Vintage, error) {
-	vs := vintagesOf(t)
-	if at, ok := parseWhen(when); ok {
+	if v, ok, err := ResolveListed(vintagesOf(t), dataset, when); ok {
+		return v, err
+	}
+	for name, ref := range t.Metadata().Refs() {
+		if name == when && ref.SnapshotRefType == table.TagRef {
+			return vintageByID(t, ref.SnapshotID)
+		}
+	}
+	if id, err := strconv.ParseInt(when, 10, 64); err == nil {
+		if v, err := vintageByID(t, id); err == nil {
+			return v, nil
+		}
+	}
+	return Vintage{}, fmt.Errorf("%w: %q is not a time, date, snapshot id or tag of dataset %s", ErrUnknownVintage, when, dataset)
+}
+
+// ResolveListed applies the rules of Resolve that need only the history
+// vs (vintages in commit order): a time or date, and an es snapshot id.
+// ok is false when when is neither (a tag or an Iceberg snapshot id),
+// which the caller resolves.
+func ResolveListed(vs []Vintage, dataset, when string) (v Vintage, ok bool, err error) {
+	if at, ok := ParseWhen(when); ok {
 		var best *Vintage
 		var first *Vintage
 		for i := range vs {
@@ -201,37 +221,28 @@ func resolveIn(t *table.Table, dataset, when string) (Vintage, error) {
 			}
 		}
 		if best != nil {
-			return *best, nil
+			return *best, true, nil
 		}
 		if first == nil {
-			return Vintage{}, fmt.Errorf("%w: dataset %s has no vintage", ErrUnknownVintage, dataset)
+			return Vintage{}, true, fmt.Errorf("%w: dataset %s has no vintage", ErrUnknownVintage, dataset)
 		}
-		return Vintage{}, fmt.Errorf("%w: %s is before the first vintage of %s (%s, committed %s)",
+		return Vintage{}, true, fmt.Errorf("%w: %s is before the first vintage of %s (%s, committed %s)",
 			ErrBeforeFirstVintage, when, dataset, first.Snapshot, first.CommittedAt.Format(time.RFC3339))
 	}
 	if esSnapshotRE.MatchString(when) {
 		for i := len(vs) - 1; i >= 0; i-- {
 			if vs[i].Snapshot == when {
-				return vs[i], nil
+				return vs[i], true, nil
 			}
 		}
-		return Vintage{}, fmt.Errorf("%w: no vintage %s in dataset %s (never published, or expired)", ErrUnknownVintage, when, dataset)
+		return Vintage{}, true, fmt.Errorf("%w: no vintage %s in dataset %s (never published, or expired)", ErrUnknownVintage, when, dataset)
 	}
-	for name, ref := range t.Metadata().Refs() {
-		if name == when && ref.SnapshotRefType == table.TagRef {
-			return vintageByID(t, ref.SnapshotID)
-		}
-	}
-	if id, err := strconv.ParseInt(when, 10, 64); err == nil {
-		if v, err := vintageByID(t, id); err == nil {
-			return v, nil
-		}
-	}
-	return Vintage{}, fmt.Errorf("%w: %q is not a time, date, snapshot id or tag of dataset %s", ErrUnknownVintage, when, dataset)
+	return Vintage{}, false, nil
 }
 
-// parseWhen parses an RFC 3339 time or a date (end of that day, UTC).
-func parseWhen(s string) (time.Time, bool) {
+// ParseWhen parses an RFC 3339 time or a date (end of that day, UTC), as
+// Resolve reads WHEN.
+func ParseWhen(s string) (time.Time, bool) {
 	if dateRE.MatchString(s) {
 		d, err := time.Parse(time.DateOnly, s)
 		if err != nil {
