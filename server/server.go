@@ -310,6 +310,29 @@ func (s *Server) openDataset(name string) (*dataset, error) {
 	return d, nil
 }
 
+// installReplacement puts the snapshot in dir, manifest m, in service as
+// a new epoch of dataset name (a PUT, a rollback), forgets the history at
+// or below covers and tells companions the dataset was replaced. d is the
+// dataset with d.mu held by the caller, or nil when it is not open: then
+// it is opened after the install and locked, and release unlocks
+// it (else release does nothing). The caller defers release.
+func (s *Server) installReplacement(name string, d *dataset, dir string, m *format.Manifest, covers uint64) (release func(), err error) {
+	if _, err := s.store.Install(name, dir); err != nil {
+		return nil, err
+	}
+	release = func() {}
+	if d == nil {
+		if d, err = s.openInstalled(name); err != nil {
+			return nil, err
+		}
+		release = d.mu.Unlock
+	}
+	s.resetHistoryLocked(d, covers)
+	s.refreshFilesLocked(d)
+	s.hub.Announce(name, m, "replaced")
+	return release, nil
+}
+
 // openInstalled opens dataset name once a snapshot was installed for it
 // while it was not open (new, or listed as broken), clears its broken
 // mark, and returns it with d.mu held.
@@ -672,18 +695,11 @@ func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*for
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.store.Install(name, filepath.Join(tmp, "snap")); err != nil {
+	release, err := s.installReplacement(name, d, filepath.Join(tmp, "snap"), m, covers)
+	if err != nil {
 		return nil, err
 	}
-	if d == nil {
-		if d, err = s.openInstalled(name); err != nil {
-			return nil, err
-		}
-		defer d.mu.Unlock()
-	}
-	s.resetHistoryLocked(d, covers)
-	s.refreshFilesLocked(d)
-	s.hub.Announce(name, m, "replaced")
+	defer release()
 	s.log.Info("replaced dataset", "dataset", name, "epoch", epoch, "snapshot", m.SnapshotID, "rows", m.Rows)
 	return m, nil
 }

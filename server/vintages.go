@@ -307,18 +307,11 @@ func (s *Server) Rollback(ctx context.Context, name, to string) (*RollbackResult
 	if err != nil {
 		return nil, fmt.Errorf("rollback %s to %s: %w", name, v.Snapshot, err)
 	}
-	if _, err := s.store.Install(name, dir); err != nil {
+	release, err := s.installReplacement(name, d, dir, m, covers)
+	if err != nil {
 		return nil, err
 	}
-	if d == nil {
-		if d, err = s.openInstalled(name); err != nil {
-			return nil, err
-		}
-		defer d.mu.Unlock()
-	}
-	s.resetHistoryLocked(d, covers)
-	s.refreshFilesLocked(d)
-	s.hub.Announce(name, m, "replaced")
+	defer release()
 	a.Invalidate(name)
 	s.log.Info("rolled back dataset", "dataset", name, "to", v.Snapshot, "iceberg_snapshot", v.IcebergSnapshot,
 		"epoch", epoch, "snapshot", m.SnapshotID, "rows", m.Rows, "dropped_records", dropped)
