@@ -32,6 +32,7 @@ import (
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
+	"github.com/energyscope/energyscope/server/hub"
 	"github.com/energyscope/energyscope/server/lake"
 )
 
@@ -330,15 +331,17 @@ func (s *Server) installFromLake(name string, v lake.Vintage) error {
 	// at or below its covers are in it; a new epoch's subscribers start
 	// from it, so none of the old epoch's records is served).
 	forget := m.CoversThroughSeq
+	change := hub.Compacted
 	if e, _, seq, err := s.store.State(name); err == nil && e != oldEpoch {
 		forget = max(forget, seq)
+		change = hub.Replaced
 	}
 	s.resetHistoryLocked(d, forget)
 	s.refreshFilesLocked(d)
 	s.lk.Lock()
 	s.lk.vintages[name] = v
 	s.lk.Unlock()
-	s.hub.Announce(name, m, "lake")
+	s.hub.Announce(name, m, change)
 	return nil
 }
 

@@ -329,7 +329,7 @@ func (s *Server) installReplacement(name string, d *dataset, dir string, m *form
 	}
 	s.resetHistoryLocked(d, covers)
 	s.refreshFilesLocked(d)
-	s.hub.Announce(name, m, "replaced")
+	s.hub.Announce(name, m, hub.Replaced)
 	return release, nil
 }
 
@@ -611,7 +611,7 @@ func (s *Server) Compact(name string) (*format.Manifest, error) {
 	s.m.compactSeconds.Observe(time.Since(start).Seconds())
 	s.refreshFilesLocked(d)
 	s.trimHistory(d)
-	s.hub.Announce(name, m, "compacted")
+	s.hub.Announce(name, m, hub.Compacted)
 	s.log.Info("published snapshot", "dataset", name, "snapshot", m.SnapshotID, "covers", m.CoversThroughSeq, "rows", m.Rows)
 	return m, nil
 }

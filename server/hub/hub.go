@@ -598,17 +598,38 @@ func (h *Hub) Publish(dataset string, recs []format.Record) {
 	}
 }
 
+// Change says what a snapshot newly in service means for its subscribers.
+type Change int
+
+const (
+	// Compacted: the same epoch folded further; live deltas go on after
+	// the snapshot's covers.
+	Compacted Change = iota
+	// Replaced: a new epoch (a PUT, a rollback, another vintage installed
+	// from the lake); no deltas reach a subscriber until it subscribes
+	// again on the new epoch.
+	Replaced
+)
+
+// String is the snapshot message's reason on the wire.
+func (c Change) String() string {
+	if c == Replaced {
+		return "replaced"
+	}
+	return "compacted"
+}
+
 // Announce tells every subscriber of dataset that a new snapshot is in
-// service (after a compaction or a replacement).
-func (h *Hub) Announce(dataset string, m *format.Manifest, reason string) {
+// service.
+func (h *Hub) Announce(dataset string, m *format.Manifest, change Change) {
 	l := h.dsLock(dataset)
 	l.Lock()
 	defer l.Unlock()
-	msg := (&protocol.Message{Type: protocol.TSnapshot, Dataset: dataset, Manifest: m, Reason: reason}).Encode()
+	msg := (&protocol.Message{Type: protocol.TSnapshot, Dataset: dataset, Manifest: m, Reason: change.String()}).Encode()
 	for _, c := range h.snapshotConns() {
 		c.mu.Lock()
 		_, ok := c.subs[dataset]
-		if ok && reason == "replaced" {
+		if ok && change == Replaced {
 			delete(c.subs, dataset) // no deltas until it resubscribes on the new epoch
 		}
 		c.mu.Unlock()
