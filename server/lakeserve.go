@@ -296,11 +296,8 @@ func (s *Server) migrateToLake(name string) error {
 func (s *Server) installFromLake(name string, v lake.Vintage) error {
 	unlock := s.lockName(name)
 	defer unlock()
-	d, _ := s.dataset(name)
-	if d != nil {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-	}
+	d, unlockD := s.lockOpen(name)
+	defer unlockD()
 	tmp, err := s.newUploadDir()
 	if err != nil {
 		return err

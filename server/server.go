@@ -333,6 +333,18 @@ func (s *Server) installReplacement(name string, d *dataset, dir string, m *form
 	return release, nil
 }
 
+// lockOpen locks d.mu of dataset name when it is open and returns it
+// (nil when it is not) with the function that unlocks it, for a
+// replacement under lockName.
+func (s *Server) lockOpen(name string) (*dataset, func()) {
+	d, _ := s.dataset(name)
+	if d == nil {
+		return nil, func() {}
+	}
+	d.mu.Lock()
+	return d, d.mu.Unlock
+}
+
 // openInstalled opens dataset name once a snapshot was installed for it
 // while it was not open (new, or listed as broken), clears its broken
 // mark, and returns it with d.mu held.
@@ -680,11 +692,8 @@ func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*for
 	if err := s.checkNameFree(name); err != nil {
 		return nil, err
 	}
-	d, _ := s.dataset(name)
-	if d != nil {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-	}
+	d, unlockD := s.lockOpen(name)
+	defer unlockD()
 	epoch, covers := s.nextEpoch(name)
 	tmp, err := s.newUploadDir()
 	if err != nil {

@@ -287,11 +287,8 @@ func (s *Server) Rollback(ctx context.Context, name, to string) (*RollbackResult
 	defer snap.Unref()
 	unlock := s.lockName(name)
 	defer unlock()
-	d, _ := s.dataset(name)
-	if d != nil {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-	}
+	d, unlockD := s.lockOpen(name)
+	defer unlockD()
 	var dropped uint64
 	if _, _, recs, err := s.store.Pending(name); err == nil {
 		dropped = uint64(len(recs))
