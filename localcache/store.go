@@ -66,7 +66,8 @@ type Options struct {
 	// artifacts in place out of its lake's Puffin file. A snapshot it
 	// returns with Dir "" lives elsewhere: a writable store then removes
 	// the directory snapshots/<id> once that snapshot serves (the home
-	// keeps no second copy), and the scrub leaves it to its owner. The
+	// keeps no second copy); the scrub re-reads such a snapshot's
+	// regions (snapshot.Region) as it re-reads a directory. The
 	// hook falls back to the directory itself when it must (see
 	// OpenSnapshotDir).
 	OpenSnapshot func(dataset, id string) (*snapshot.Snapshot, error)

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -47,6 +48,7 @@ type Snapshot struct {
 
 	files         []*mmap.File
 	mapped        map[string][]byte // file name -> its mapped bytes
+	regions       FileSet           // where each file lies (OpenFiles); nil for a directory
 	manifestBytes []byte
 	index         *format.Index
 	data          *format.Data
@@ -141,7 +143,16 @@ func OpenFiles(files FileSet, o Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot %s: %w", mr.Path, err)
 	}
+	s.regions = maps.Clone(files)
 	return s, nil
+}
+
+// Region says where file name of a snapshot opened with OpenFiles lies,
+// to re-read it without the mapping (the store's scrub). False for a
+// directory snapshot (its files are Dir/name) or an unknown name.
+func (s *Snapshot) Region(name string) (Region, bool) {
+	r, ok := s.regions[name]
+	return r, ok
 }
 
 // maxManifestBytes bounds the manifest read into memory by OpenFiles (a
