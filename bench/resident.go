@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
 )
 
 // The resident path is what a time-series server does today at start or
@@ -97,8 +98,12 @@ func (res *resident) release() {
 	}
 }
 
-// get returns the values of q's range and their count: map lookup, then the
-// same binary search as the mapped path.
+// get returns the sum of q's values and periods and their count: map
+// lookup, the same binary search as the mapped path, then every value and
+// every period of the range read, as the store's loops read them (timeGets,
+// cgStore: sumValues + sumPeriods). Until 2026-12-01 only the values were
+// read here, so the store side did ~220 instructions a query more work
+// than its peer (BENCHMARKS.md "Serving snapshot v2").
 func (res *resident) get(q *query) (sum float64, n int) {
 	rr, ok := res.idx[q.ID]
 	if !ok || rr.n == 0 {
@@ -106,14 +111,17 @@ func (res *resident) get(q *query) (sum float64, n int) {
 	}
 	vals := res.vals[rr.batch][rr.off : rr.off+rr.n]
 	var lo, hi int
+	var pts snapshot.Points
 	if res.secs != nil {
 		p := res.secs[rr.batch][rr.off : rr.off+rr.n]
 		lo, hi = searchGE(p, q.From), searchGE(p, q.To+1)
+		pts.Secs = p[lo:hi]
 	} else {
 		p := res.days[rr.batch][rr.off : rr.off+rr.n]
 		lo, hi = searchGE32(p, ceilDiv(q.From, 86400)), searchGE32(p, floorDiv(q.To, 86400)+1)
+		pts.Days = p[lo:hi]
 	}
-	return sumValues(vals[lo:hi]), hi - lo
+	return sumValues(vals[lo:hi]) + sumPeriods(pts), hi - lo
 }
 
 func searchGE(p []int64, x int64) int {
