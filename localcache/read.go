@@ -136,8 +136,11 @@ func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
 		err = s.getMerged(l, ref, from, to, &r, &res)
 		return res, err
 	}
-	res = Result{Dataset: l.d.name, snap: l.rs.snap, Frequency: l.rs.snap.Frequency(l.row)}
-	if res.Points, err = l.rs.snap.Get(l.row, from, to); err != nil {
+	// Fields set one by one, not from a Result literal: the literal is
+	// built on the stack and copied (15 words), and the record would be
+	// decoded twice (GetFrequency reads it once).
+	res.Dataset, res.snap = l.d.name, l.rs.snap
+	if res.Points, res.Frequency, err = l.rs.snap.GetFrequency(l.row, from, to); err != nil {
 		r.snap = nil
 		res.Release()
 		return Result{}, fmt.Errorf("get %s: %w", ref, s.damagedIf(l.d, err))
@@ -156,8 +159,7 @@ func (s *Store) get(ref string, from, to int64, r *reading, res *Result) error {
 	}
 	*res = Result{Dataset: l.d.name, snap: l.rs.snap}
 	if !l.pending {
-		res.Frequency = l.rs.snap.Frequency(l.row)
-		if res.Points, err = l.rs.snap.Get(l.row, from, to); err != nil {
+		if res.Points, res.Frequency, err = l.rs.snap.GetFrequency(l.row, from, to); err != nil {
 			r.snap = nil
 			res.Release()
 			return fmt.Errorf("get %s: %w", ref, s.damagedIf(l.d, err))

@@ -51,8 +51,13 @@ type Delta struct {
 	records recordLog          // applied records in seq order, for compaction and rebasing; guarded by mu
 
 	touched []atomic.Uint64 // bit per snapshot row: the series has pending changes
-	lastSeq atomic.Uint64
-	bytes   atomic.Int64
+	// anyTouched is set (before the first bit of touched) once any
+	// snapshot row has pending changes: while it is false, Touched is
+	// one load of a line every read of the delta shares, not of the
+	// row's word of touched (a cache miss of its own on a large index).
+	anyTouched atomic.Bool
+	lastSeq    atomic.Uint64
+	bytes      atomic.Int64
 }
 
 // recordLog is an append-only list of records kept in fixed-size chunks,
@@ -100,9 +105,10 @@ func New(base Base, lastSeq uint64) *Delta {
 func (d *Delta) LastSeq() uint64 { return d.lastSeq.Load() }
 
 // Touched reports whether snapshot row row has pending changes. It is one
-// atomic load: the fast path of every read.
+// atomic load while the delta has no change to a snapshot row, two after:
+// the fast path of every read.
 func (d *Delta) Touched(row uint32) bool {
-	return d.touched[row>>6].Load()&(1<<(row&63)) != 0
+	return d.anyTouched.Load() && d.touched[row>>6].Load()&(1<<(row&63)) != 0
 }
 
 // Stats reports the size of the delta.
@@ -154,6 +160,7 @@ func (d *Delta) applyLocked(r *format.Record) {
 				d.byRow = make([]*Series, d.base.NumSeries())
 			}
 			d.byRow[row] = s
+			d.anyTouched.Store(true)
 			d.touched[row>>6].Or(1 << (row & 63))
 		}
 		d.series[r.SeriesID] = s
