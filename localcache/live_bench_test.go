@@ -322,14 +322,14 @@ func BenchmarkTrustGetGuard(b *testing.B) {
 // BenchmarkTrustGetGuard).
 func (s *Store) unguardedGet(ref string, from, to int64) (Result, error) {
 	var r reading
-	l, err := s.locate(ref, &r)
+	var l located
+	err := s.locate(ref, &r, &l)
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{Dataset: l.d.name, snap: l.rs.snap}
 	if !l.pending {
-		res.Frequency = l.rs.snap.Frequency(l.row)
-		if res.Points, err = l.rs.snap.Get(l.row, from, to); err != nil {
+		if res.Points, res.Frequency, err = l.rs.snap.GetFrequency(l.row, from, to); err != nil {
 			res.Release()
 			return Result{}, fmt.Errorf("get %s: %w", ref, err)
 		}
