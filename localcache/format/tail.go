@@ -3,7 +3,6 @@ package format
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -204,12 +203,11 @@ type noClose struct{ io.Writer }
 // parses the footer (proportional to the number of row groups); a block is
 // decoded by Block into fresh Go memory that does not alias the bytes.
 type Tail struct {
-	r         *file.Reader
 	b         []byte
 	pt        PeriodType
 	NumBlocks int
 	blockRows []int64
-	chunks    [][2]chunkRef // per row group: period, value
+	chunks    [][3]chunkRef // per row group: series, period, value
 	TotalRows int64
 }
 
@@ -217,54 +215,46 @@ type Tail struct {
 // metadata against the format. maxRows bounds the rows the footer may
 // claim (the manifest's row count): Block allocates per row, and the file
 // is not hashed before a cold read.
-func OpenTail(b []byte, pt PeriodType, maxRows int64) (t *Tail, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			t, err = nil, corrupt(TailFile, -1, "parquet reader: %v", p)
-		}
-	}()
-	r, err := file.NewParquetReader(bytes.NewReader(b))
+func OpenTail(b []byte, pt PeriodType, maxRows int64) (*Tail, error) {
+	f, err := parseTailFooter(b)
 	if err != nil {
 		return nil, corrupt(TailFile, -1, "%v", err)
 	}
-	fmd := r.MetaData()
-	kv := fmd.KeyValueMetadata()
-	if v := kv.FindValue(metaFileKey); v == nil || *v != "tail" {
+	if v, ok := f.kv[metaFileKey]; !ok || v != "tail" {
 		return nil, corrupt(TailFile, -1, "not an energyscope tail file")
 	}
-	if v := kv.FindValue(metaVersionKey); v == nil || *v != strconv.Itoa(fileVersion) {
+	if v, ok := f.kv[metaVersionKey]; !ok || v != strconv.Itoa(fileVersion) {
 		return nil, corrupt(TailFile, -1, "format version mismatch")
 	}
-	want, err := tailSchema(pt)
-	if err != nil {
-		return nil, err
+	if err := f.checkSchema(pt); err != nil {
+		return nil, corrupt(TailFile, -1, "%v", err)
 	}
-	if !fmd.Schema.Equals(schema.NewSchema(want)) {
-		return nil, corrupt(TailFile, -1, "schema %s, want %s", fmd.Schema, schema.NewSchema(want))
-	}
-	t = &Tail{r: r, b: b, pt: pt, NumBlocks: r.NumRowGroups()}
+	t := &Tail{b: b, pt: pt, NumBlocks: len(f.rowGroups)}
 	t.blockRows = make([]int64, t.NumBlocks)
-	t.chunks = make([][2]chunkRef, t.NumBlocks)
-	for i := range t.blockRows {
-		rg := fmd.RowGroup(i)
-		n := rg.NumRows()
-		if n < 0 || n > math.MaxUint32 {
-			return nil, corrupt(TailFile, -1, "row group %d has %d rows", i, n)
+	t.chunks = make([][3]chunkRef, t.NumBlocks)
+	for i, rg := range f.rowGroups {
+		n := rg.numRows
+		if err := checkRows(i, n); err != nil {
+			return nil, corrupt(TailFile, -1, "%v", err)
 		}
 		t.blockRows[i] = n
 		t.TotalRows += n
 		if t.TotalRows > maxRows {
 			return nil, corrupt(TailFile, -1, "more than %d rows", maxRows)
 		}
-		for k, col := range []int{tailPeriod, tailValue} {
-			cc, err := rg.ColumnChunk(col)
-			if err != nil {
-				return nil, corrupt(TailFile, -1, "row group %d column %d: %v", i, col, err)
-			}
-			if cc.HasDictionaryPage() {
+		if len(rg.columns) != 3 {
+			return nil, corrupt(TailFile, -1, "row group %d has %d columns, want 3", i, len(rg.columns))
+		}
+		for col, cc := range rg.columns {
+			switch {
+			case !cc.hasMeta || cc.externalFile:
+				return nil, corrupt(TailFile, -1, "row group %d column %d: no metadata in the file", i, col)
+			case cc.typ != tailPhysical(pt, col):
+				return nil, corrupt(TailFile, -1, "row group %d column %d: physical type %d, want %d", i, col, cc.typ, tailPhysical(pt, col))
+			case cc.hasDict:
 				return nil, corrupt(TailFile, -1, "row group %d column %d has a dictionary page", i, col)
 			}
-			t.chunks[i][k] = chunkRef{off: cc.DataPageOffset(), size: cc.TotalCompressedSize(), codec: cc.Compression()}
+			t.chunks[i][col] = chunkRef{off: cc.dataPage, size: cc.compressed, codec: cc.codec}
 		}
 	}
 	return t, nil
@@ -285,7 +275,7 @@ func (t *Tail) Block(i int) (b *Batch, err error) {
 		}
 	}()
 	n := t.blockRows[i]
-	period, value := t.chunks[i][0], t.chunks[i][1]
+	period, value := t.chunks[i][tailPeriod], t.chunks[i][tailValue]
 	// Spare capacity after the values lets ZSTD decode into them with its
 	// fast loops (see decodeChunk).
 	b = &Batch{Values: make([]float64, n, n+zstdSpare)[:n]}
@@ -309,9 +299,7 @@ func (t *Tail) Block(i int) (b *Batch, err error) {
 	return b, nil
 }
 
-// BlockSeries decodes the series column of row group i (for Verify, after
-// the file's SHA-256 matched: it uses arrow-go's column reader, which
-// trusts the page sizes of the file).
+// BlockSeries decodes the series column of row group i (for Verify).
 func (t *Tail) BlockSeries(i int) (s []uint32, err error) {
 	if i < 0 || i >= t.NumBlocks {
 		return nil, corrupt(TailFile, -1, "block %d out of range (%d blocks)", i, t.NumBlocks)
@@ -322,53 +310,10 @@ func (t *Tail) BlockSeries(i int) (s []uint32, err error) {
 		}
 	}()
 	out := make([]int32, t.blockRows[i])
-	if err := readColumn(t.r.RowGroup(i), i, tailSeries, out); err != nil {
+	if err := decodeChunk(t.b, t.chunks[i][tailSeries], i, tailSeries, out); err != nil {
 		return nil, err
 	}
 	return unsafeCast[int32, uint32](out), nil
-}
-
-// readColumn reads all n = len(dst) values of column col of a row group.
-func readColumn[T int32 | int64 | float64](rg *file.RowGroupReader, i, col int, dst []T) error {
-	cr, err := rg.Column(col)
-	if err != nil {
-		return corrupt(TailFile, -1, "row group %d column %d: %v", i, col, err)
-	}
-	n := int64(len(dst))
-	var got int64
-	for got < n {
-		var k int64
-		switch r := any(cr).(type) {
-		case *file.Int32ColumnChunkReader:
-			d, ok := any(dst).([]int32)
-			if !ok {
-				return corrupt(TailFile, -1, "row group %d column %d: unexpected type", i, col)
-			}
-			k, _, err = r.ReadBatch(n-got, d[got:], nil, nil)
-		case *file.Int64ColumnChunkReader:
-			d, ok := any(dst).([]int64)
-			if !ok {
-				return corrupt(TailFile, -1, "row group %d column %d: unexpected type", i, col)
-			}
-			k, _, err = r.ReadBatch(n-got, d[got:], nil, nil)
-		case *file.Float64ColumnChunkReader:
-			d, ok := any(dst).([]float64)
-			if !ok {
-				return corrupt(TailFile, -1, "row group %d column %d: unexpected type", i, col)
-			}
-			k, _, err = r.ReadBatch(n-got, d[got:], nil, nil)
-		default:
-			return corrupt(TailFile, -1, "row group %d column %d: unexpected reader %T", i, col, cr)
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return corrupt(TailFile, -1, "row group %d column %d: %v", i, col, err)
-		}
-		if k == 0 {
-			return corrupt(TailFile, -1, "row group %d column %d: %d values, want %d", i, col, got, n)
-		}
-		got += k
-	}
-	return nil
 }
 
 // TailRule places series in the cold tier at cook time. It is applied by

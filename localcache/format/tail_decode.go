@@ -7,8 +7,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -16,16 +14,16 @@ import (
 // straight from the mapped bytes: it walks the data pages of a chunk
 // (thrift compact page headers), decompresses ZSTD directly into the
 // destination slice for PLAIN values (or into a pooled scratch buffer for
-// DELTA_BINARY_PACKED ones, unpacked into the destination). arrow-go's
-// reader parses the footer (OpenTail) and reads the series column for
-// Verify; its typed column readers allocated and copied some 160 KB per
-// 8Ki-row row group, which cost more than ZSTD itself. The tests compare
+// DELTA_BINARY_PACKED ones, unpacked into the destination). The footer is
+// decoded by hand too (tail_footer.go). arrow-go's typed column readers
+// allocated and copied some 160 KB per 8Ki-row row group, which cost more
+// than ZSTD itself, and its reader links arrow/compute. The tests compare
 // both paths.
 
 // chunkRef locates one column chunk of one row group.
 type chunkRef struct {
 	off, size int64
-	codec     compress.Compression
+	codec     int32 // parquet.thrift CompressionCodec
 }
 
 var zstdDec = sync.OnceValue(func() *zstd.Decoder {
@@ -49,8 +47,8 @@ func decodeChunk[T int32 | int64 | float64](file []byte, c chunkRef, block, col 
 	if c.off < 4 || c.size < 0 || c.off+c.size > int64(len(file))-8 {
 		return bad("chunk [%d, +%d) outside the file of %d bytes", c.off, c.size, len(file))
 	}
-	if c.codec != compress.Codecs.Zstd && c.codec != compress.Codecs.Uncompressed {
-		return bad("unsupported codec %s", c.codec)
+	if c.codec != pqZstd && c.codec != pqUncompressed {
+		return bad("unsupported codec %s", pqCodecName(c.codec))
 	}
 	var z T
 	width := int(unsafe.Sizeof(z))
@@ -75,9 +73,8 @@ func decodeChunk[T int32 | int64 | float64](file []byte, c chunkRef, block, col 
 			return bad("page of %d values, %d left of %d", nv, len(dst)-got, len(dst))
 		}
 		out := dst[got : got+nv]
-		enc := parquet.Encoding(h.encoding)
-		switch {
-		case enc == parquet.Encodings.Plain:
+		switch h.encoding {
+		case pqPlain:
 			if int(h.uncompressed) != nv*width {
 				return bad("PLAIN page of %d bytes for %d values", h.uncompressed, nv)
 			}
@@ -91,7 +88,7 @@ func decodeChunk[T int32 | int64 | float64](file []byte, c chunkRef, block, col 
 					return bad("%v", err)
 				}
 			}
-		case enc == parquet.Encodings.DeltaBinaryPacked:
+		case pqDeltaBinary:
 			// A packed value takes at most its width plus a share of the
 			// block headers: refuse a page that claims more before
 			// allocating for it.
@@ -115,7 +112,7 @@ func decodeChunk[T int32 | int64 | float64](file []byte, c chunkRef, block, col 
 				return bad("%v", err)
 			}
 		default:
-			return bad("unsupported encoding %s for %T", enc, z)
+			return bad("unsupported encoding %s for %T", pqEncodingName(h.encoding), z)
 		}
 		got += nv
 	}
@@ -127,8 +124,8 @@ func decodeChunk[T int32 | int64 | float64](file []byte, c chunkRef, block, col 
 
 // decompressInto decodes payload into exactly len(dst) bytes of dst (it
 // may scribble on dst's spare capacity).
-func decompressInto(codec compress.Compression, payload, dst []byte) error {
-	if codec == compress.Codecs.Uncompressed {
+func decompressInto(codec int32, payload, dst []byte) error {
+	if codec == pqUncompressed {
 		if len(payload) != len(dst) {
 			return fmt.Errorf("page of %d bytes, want %d", len(payload), len(dst))
 		}
@@ -150,8 +147,8 @@ func decompressInto(codec compress.Compression, payload, dst []byte) error {
 
 // decompressScratch returns the decoded payload, in a pooled buffer unless
 // the page is stored uncompressed; release returns the buffer.
-func decompressScratch(codec compress.Compression, payload []byte, size int) ([]byte, func(), error) {
-	if codec == compress.Codecs.Uncompressed {
+func decompressScratch(codec int32, payload []byte, size int) ([]byte, func(), error) {
+	if codec == pqUncompressed {
 		return payload, func() {}, nil
 	}
 	bp := scratchPool.Get().(*[]byte)

@@ -49,12 +49,13 @@ func TestDecodeColumnMatchesArrowGo(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				ar := arrowTail(t, buf.Bytes())
 				dec := func(col int, dst any) error {
-					cc, err := tl.r.MetaData().RowGroup(0).ColumnChunk(col)
+					cc, err := ar.MetaData().RowGroup(0).ColumnChunk(col)
 					if err != nil {
 						return err
 					}
-					ref := chunkRef{off: cc.DataPageOffset(), size: cc.TotalCompressedSize(), codec: cc.Compression()}
+					ref := chunkRef{off: cc.DataPageOffset(), size: cc.TotalCompressedSize(), codec: int32(cc.Compression())}
 					switch d := dst.(type) {
 					case []int32:
 						return decodeChunk(tl.b, ref, 0, col, d)
@@ -74,7 +75,7 @@ func TestDecodeColumnMatchesArrowGo(t *testing.T) {
 				if err := dec(tailSeries, s1); err != nil {
 					t.Fatal(err)
 				}
-				if err := readColumn(tl.r.RowGroup(0), 0, tailSeries, s2); err != nil {
+				if err := readColumn(ar.RowGroup(0), 0, tailSeries, s2); err != nil {
 					t.Fatal(err)
 				}
 				check("series", slices.Equal(s1, s2))
@@ -83,7 +84,7 @@ func TestDecodeColumnMatchesArrowGo(t *testing.T) {
 					if err := dec(tailPeriod, p1); err != nil {
 						t.Fatal(err)
 					}
-					if err := readColumn(tl.r.RowGroup(0), 0, tailPeriod, p2); err != nil {
+					if err := readColumn(ar.RowGroup(0), 0, tailPeriod, p2); err != nil {
 						t.Fatal(err)
 					}
 					check("period", slices.Equal(p1, p2))
@@ -92,7 +93,7 @@ func TestDecodeColumnMatchesArrowGo(t *testing.T) {
 					if err := dec(tailPeriod, p1); err != nil {
 						t.Fatal(err)
 					}
-					if err := readColumn(tl.r.RowGroup(0), 0, tailPeriod, p2); err != nil {
+					if err := readColumn(ar.RowGroup(0), 0, tailPeriod, p2); err != nil {
 						t.Fatal(err)
 					}
 					check("period", slices.Equal(p1, p2) && slices.Equal(p1, c.days))
@@ -101,7 +102,7 @@ func TestDecodeColumnMatchesArrowGo(t *testing.T) {
 				if err := dec(tailValue, v1); err != nil {
 					t.Fatal(err)
 				}
-				if err := readColumn(tl.r.RowGroup(0), 0, tailValue, v2); err != nil {
+				if err := readColumn(ar.RowGroup(0), 0, tailValue, v2); err != nil {
 					t.Fatal(err)
 				}
 				for i := range v1 {
@@ -125,11 +126,7 @@ func TestDecodeDeltaGarbage(t *testing.T) {
 	if err := c.writeTail(&buf, parquetNoCompression()); err != nil {
 		t.Fatal(err)
 	}
-	tl, err := OpenTail(buf.Bytes(), PeriodDate32, math.MaxInt64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, err := tl.r.RowGroup(0).GetColumnPageReader(tailPeriod)
+	pr, err := arrowTail(t, buf.Bytes()).RowGroup(0).GetColumnPageReader(tailPeriod)
 	if err != nil || !pr.Next() {
 		t.Fatal(err)
 	}
