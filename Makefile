@@ -46,6 +46,7 @@ FUZZ_TARGETS = \
 	./localcache/format:FuzzOpenHot \
 	./localcache/format:FuzzOpenData \
 	./localcache/format:FuzzOpenTail \
+	./localcache/format:FuzzTailFooter \
 	./localcache/snapshot:FuzzOpenFiles \
 	./localcache/delta:FuzzDecodeBatch \
 	./localcache/delta:FuzzValidate \

@@ -10,6 +10,7 @@ import (
 
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
+	_ "github.com/energyscope/energyscope/localcache/format/tailwrite" // format.Write can write a cold tier (tail.parquet)
 	"github.com/energyscope/energyscope/server/cook"
 )
 

@@ -132,13 +132,20 @@ func TestGoldenCook(t *testing.T) {
 		file    string
 		hourly  bool
 		version int
+		tail    bool // the first and third series in the cold tier
 	}{
-		{"golden_date32.json", false, 1}, {"golden_timestamp.json", true, 1},
-		{"golden_v2_date32.json", false, 2}, {"golden_v2_timestamp.json", true, 2},
+		{"golden_date32.json", false, 1, false}, {"golden_timestamp.json", true, 1, false},
+		{"golden_v2_date32.json", false, 2, false}, {"golden_v2_timestamp.json", true, 2, false},
+		// tail.parquet's bytes (written by tailwrite through the hook).
+		{"golden_tail_date32.json", false, 2, true}, {"golden_tail_timestamp.json", true, 2, true},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			tb := goldenTable(c.hourly)
-			_, m := writeSnap(t, tb, WriteOptions{Epoch: 1, BatchRows: 64, Version: c.version})
+			o := WriteOptions{Epoch: 1, BatchRows: 64, Version: c.version}
+			if c.tail {
+				o.Tail = TailList(tb.Series[0].ID, tb.Series[2].ID)
+			}
+			_, m := writeSnap(t, tb, o)
 			if m.Version != c.version {
 				t.Fatalf("manifest version %d, want %d", m.Version, c.version)
 			}

@@ -42,9 +42,15 @@
 //   - footer.go: the bounds check of an Arrow IPC footer before arrow-go
 //     decodes it (a flipped bit must be a CorruptionError, not an
 //     out-of-memory crash).
-//   - tail.go, tail_decode.go: tail.parquet, the cold tier: writing it,
-//     TailRule (which series are cold), OpenTail, and the hand-rolled
-//     decoding of its column chunks straight from the mapping.
+//   - tail.go, tail_decode.go, tail_footer.go: tail.parquet, the cold
+//     tier: TailRule (which series are cold), OpenTail with the
+//     hand-rolled decoding of its footer and of its column chunks
+//     straight from the mapping. The Parquet writer is in the subpackage
+//     tailwrite, which a binary that writes cold tiers imports (Write
+//     reaches it through internal/tailhook; without it Write refuses a
+//     cold tier with ErrNoTailWriter), so that a binary that only reads
+//     snapshots links neither arrow-go's Parquet packages nor
+//     arrow/compute.
 //   - record.go: the record of a live update (Record, Op, RecordMeta),
 //     ValidateRecords, and the one encoding of a batch of records
 //     (EncodeBatch, DecodeBatch, the exact EncodedSize): the payload of a

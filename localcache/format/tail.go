@@ -3,6 +3,7 @@ package format
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,11 +14,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/metadata"
-	"github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/energyscope/energyscope/localcache/format/internal/tailhook"
 )
 
 // TailBlockRows is the target number of rows of a row group of
@@ -31,30 +28,6 @@ const TailBlockRows = 1 << 13
 // column: ZSTD's fast loops need 16 bytes of room past the output.
 const zstdSpare = 8
 
-// tailCreatedBy is the created_by of tail.parquet: fixed, so that the bytes
-// do not change with the writer library's version string.
-const tailCreatedBy = "energyscope snapshot format 1"
-
-// tailCodec is how tail.parquet is encoded. Format version 1 uses tailV1;
-// the others exist for the measurement in tail_measure_test.go.
-type tailCodec struct {
-	name      string
-	seriesEnc parquet.Encoding
-	periodEnc parquet.Encoding
-	valueEnc  parquet.Encoding
-	codec     compress.Compression
-	level     int
-}
-
-var tailV1 = tailCodec{
-	name:      "delta+plain+zstd",
-	seriesEnc: parquet.Encodings.DeltaBinaryPacked,
-	periodEnc: parquet.Encodings.DeltaBinaryPacked,
-	valueEnc:  parquet.Encodings.Plain,
-	codec:     compress.Codecs.Zstd,
-	level:     3,
-}
-
 // Column positions in tail.parquet (the same columns as data.arrow).
 const (
 	tailSeries = DataSeries
@@ -62,121 +35,42 @@ const (
 	tailValue  = DataValue
 )
 
-// tailSchema is the Parquet schema of tail.parquet: series (uint32),
-// period (DATE, or TIMESTAMP(MILLIS, UTC): Parquet has no seconds unit),
-// value (DOUBLE); all required.
-func tailSchema(pt PeriodType) (*schema.GroupNode, error) {
-	series, err := schema.NewPrimitiveNodeLogical("series", parquet.Repetitions.Required, schema.NewIntLogicalType(32, false), parquet.Types.Int32, 0, -1)
-	if err != nil {
-		return nil, err
-	}
-	var period *schema.PrimitiveNode
-	if pt == PeriodTimestamp {
-		period, err = schema.NewPrimitiveNodeLogical("period", parquet.Repetitions.Required, schema.NewTimestampLogicalTypeForce(true, schema.TimeUnitMillis), parquet.Types.Int64, 0, -1)
-	} else {
-		period, err = schema.NewPrimitiveNodeLogical("period", parquet.Repetitions.Required, schema.DateLogicalType{}, parquet.Types.Int32, 0, -1)
-	}
-	if err != nil {
-		return nil, err
-	}
-	value, err := schema.NewPrimitiveNode("value", parquet.Repetitions.Required, parquet.Types.Double, -1, 0)
-	if err != nil {
-		return nil, err
-	}
-	return schema.NewGroupNode("schema", parquet.Repetitions.Required, schema.FieldList{series, period, value}, -1)
+// ErrNoTailWriter: Write was asked for a cold tier by a binary that does
+// not link the Parquet writer. Import
+// github.com/energyscope/energyscope/localcache/format/tailwrite (for its
+// side effect) in the binary; nothing was written.
+var ErrNoTailWriter = errors.New("format: this binary cannot write tail.parquet (the cold tier): it does not import localcache/format/tailwrite")
+
+// tailKV is the key-value metadata of tail.parquet's footer.
+func tailKV() [][2]string {
+	return [][2]string{{metaFileKey, "tail"}, {metaVersionKey, strconv.Itoa(fileVersion)}}
 }
 
-func tailWriterProps(tc tailCodec) *parquet.WriterProperties {
-	return parquet.NewWriterProperties(
-		parquet.WithCreatedBy(tailCreatedBy),
-		parquet.WithVersion(parquet.V2_6),
-		parquet.WithDataPageVersion(parquet.DataPageV1),
-		parquet.WithDictionaryDefault(false),
-		parquet.WithStats(false),
-		// Per row group min/max of the series column lets a third-party
-		// reader skip row groups when it looks for one series.
-		parquet.WithStatsFor("series", true),
-		parquet.WithEncodingFor("series", tc.seriesEnc),
-		parquet.WithEncodingFor("period", tc.periodEnc),
-		parquet.WithEncodingFor("value", tc.valueEnc),
-		parquet.WithCompression(tc.codec),
-		parquet.WithCompressionLevel(tc.level),
-		// One page per column chunk: a row group is decoded whole anyway.
-		parquet.WithDataPageSize(64<<20),
-		parquet.WithMaxRowGroupLength(math.MaxInt32),
-		parquet.WithBatchSize(64<<10),
-	)
+// tailGroups is c's rows (the cold tier) as row groups, one per entry of
+// c.batches; the slices alias c.
+func (c *cooked) tailGroups() []tailhook.Group {
+	gs := make([]tailhook.Group, len(c.batches))
+	for i, b := range c.batches {
+		lo, hi := c.start[b.r0], c.start[b.r1]
+		g := tailhook.Group{Series: c.series[lo:hi], Values: c.value[lo:hi]}
+		if c.periodType == PeriodTimestamp {
+			g.Secs = c.secs[lo:hi]
+		} else {
+			g.Days = c.days[lo:hi]
+		}
+		gs[i] = g
+	}
+	return gs
 }
 
 // writeTail writes c's rows (the cold tier) to w as Parquet, one row group
-// per entry of c.batches.
-func (c *cooked) writeTail(w io.Writer, tc tailCodec) (err error) {
-	root, err := tailSchema(c.periodType)
-	if err != nil {
-		return err
+// per entry of c.batches, with the writer tailwrite registered.
+func (c *cooked) writeTail(w io.Writer) error {
+	write := tailhook.Write
+	if write == nil {
+		return ErrNoTailWriter
 	}
-	md := metadata.NewKeyValueMetadata()
-	md.Append(metaFileKey, "tail")
-	md.Append(metaVersionKey, strconv.Itoa(fileVersion))
-	fw, err := file.NewParquetWriterWithError(w, root, file.WithWriterProps(tailWriterProps(tc)), file.WithWriteMetadata(md))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("parquet writer: %v", p)
-		}
-	}()
-	var ms []int64
-	for _, b := range c.batches {
-		lo, hi := c.start[b.r0], c.start[b.r1]
-		rg, err := fw.AppendRowGroupChecked()
-		if err != nil {
-			return err
-		}
-		cw, err := rg.NextColumn()
-		if err != nil {
-			return err
-		}
-		if _, err := cw.(*file.Int32ColumnChunkWriter).WriteBatch(int32s(c.series[lo:hi]), nil, nil); err != nil {
-			return err
-		}
-		if cw, err = rg.NextColumn(); err != nil {
-			return err
-		}
-		if c.periodType == PeriodTimestamp {
-			ms = ms[:0]
-			for _, s := range c.secs[lo:hi] {
-				ms = append(ms, s*1000)
-			}
-			_, err = cw.(*file.Int64ColumnChunkWriter).WriteBatch(ms, nil, nil)
-		} else {
-			_, err = cw.(*file.Int32ColumnChunkWriter).WriteBatch(c.days[lo:hi], nil, nil)
-		}
-		if err != nil {
-			return err
-		}
-		if cw, err = rg.NextColumn(); err != nil {
-			return err
-		}
-		if _, err := cw.(*file.Float64ColumnChunkWriter).WriteBatch(c.value[lo:hi], nil, nil); err != nil {
-			return err
-		}
-		if err := rg.Close(); err != nil {
-			return err
-		}
-	}
-	return fw.Close()
-}
-
-// int32s reinterprets series numbers (< 2^32-1 series, checked by
-// validate) as Parquet's INT32 physical type; the logical type says
-// unsigned.
-func int32s(s []uint32) []int32 {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafeCast[uint32, int32](s)
+	return write(w, c.periodType == PeriodTimestamp, tailKV(), c.tailGroups())
 }
 
 // unsafeCast reinterprets a slice of A as a slice of B of the same size.
@@ -189,11 +83,11 @@ func unsafeCast[A, B any](s []A) []B {
 
 func bufio1M(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 1<<20) }
 
-func writeTailFile(path string, c *cooked, tc tailCodec) (FileInfo, error) {
+func writeTailFile(path string, c *cooked) (FileInfo, error) {
 	return writeHashed(path, func(bw io.Writer) error {
 		// noClose keeps the Parquet writer from closing the file before
 		// the buffer is flushed and synced.
-		return c.writeTail(noClose{bw}, tc)
+		return c.writeTail(noClose{bw})
 	})
 }
 

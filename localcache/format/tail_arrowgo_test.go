@@ -6,13 +6,18 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/energyscope/energyscope/localcache/format/internal/tailhook"
+	"github.com/energyscope/energyscope/localcache/format/tailwrite"
 )
 
 // arrow-go's Parquet reader, for the tests that compare our hand-written
@@ -49,7 +54,7 @@ func arrowTailLayout(b []byte, pt PeriodType) (rows []int64, chunks [][3]chunkRe
 	if v := kv.FindValue(metaVersionKey); v == nil || *v != strconv.Itoa(fileVersion) {
 		return nil, nil, errors.New("format version mismatch")
 	}
-	want, err := tailSchema(pt)
+	want, err := tailwrite.Schema(pt == PeriodTimestamp)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -93,7 +98,7 @@ func sameTailLayout(t *testing.T, what string, tl *Tail, rows []int64, chunks []
 // the row groups and column chunks arrow-go's metadata reader finds, and
 // accepts exactly what it accepts with the other period type.
 func TestTailFooterMatchesArrowGo(t *testing.T) {
-	codecs := []tailCodec{tailV1, parquetNoCompression()}
+	codecs := []tailwrite.Codec{tailwrite.V1, parquetNoCompression()}
 	for _, intraday := range []bool{false, true} {
 		for _, nseries := range []int{1, 7, 120} {
 			tb := realisticTable(uint64(nseries), nseries, int64(200*nseries), intraday)
@@ -102,10 +107,10 @@ func TestTailFooterMatchesArrowGo(t *testing.T) {
 				c.batches = c.cutBatches(blockRows)
 				for _, tc := range codecs {
 					var buf bytes.Buffer
-					if err := c.writeTail(&buf, tc); err != nil {
+					if err := writeTailCodec(c, &buf, tc); err != nil {
 						t.Fatal(err)
 					}
-					what := fmt.Sprintf("intraday=%v series=%d block=%d %s", intraday, nseries, blockRows, tc.name)
+					what := fmt.Sprintf("intraday=%v series=%d block=%d %s", intraday, nseries, blockRows, tc.Name)
 					for _, pt := range []PeriodType{PeriodDate32, PeriodTimestamp} {
 						rows, chunks, aerr := arrowTailLayout(buf.Bytes(), pt)
 						tl, err := OpenTail(buf.Bytes(), pt, math.MaxInt64)
@@ -148,10 +153,10 @@ func TestTailFooterMatchesArrowGo(t *testing.T) {
 	tb := realisticTable(3, 5, 400, false)
 	c := cookRows(tb, nil)
 	c.batches = c.cutBatches(TailBlockRows)
-	snappy := tailV1
-	snappy.codec = compress.Codecs.Snappy
+	snappy := tailwrite.V1
+	snappy.Codec = compress.Codecs.Snappy
 	var buf bytes.Buffer
-	if err := c.writeTail(&buf, snappy); err != nil {
+	if err := writeTailCodec(c, &buf, snappy); err != nil {
 		t.Fatal(err)
 	}
 	tl, err := OpenTail(buf.Bytes(), PeriodDate32, math.MaxInt64)
@@ -179,7 +184,7 @@ func FuzzTailFooter(f *testing.F) {
 		c := cookRows(tb, nil)
 		c.batches = c.cutBatches(256)
 		var buf bytes.Buffer
-		if err := c.writeTail(&buf, tailV1); err != nil {
+		if err := writeTailCodec(c, &buf, tailwrite.V1); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(buf.Bytes(), intraday)
@@ -247,4 +252,34 @@ func readColumn[T int32 | int64 | float64](rg *file.RowGroupReader, i, col int, 
 		got += k
 	}
 	return nil
+}
+
+// writeTailCodec writes c's rows like writeTail, encoded with tc.
+func writeTailCodec(c *cooked, w io.Writer, tc tailwrite.Codec) error {
+	return tailwrite.Write(w, c.periodType == PeriodTimestamp, tailKV(), c.tailGroups(), tc)
+}
+
+// TestWriteWithoutTailWriter: in a binary that does not link tailwrite,
+// Write refuses a cold tier with ErrNoTailWriter and leaves no directory
+// behind; a snapshot without a cold tier is written as usual.
+func TestWriteWithoutTailWriter(t *testing.T) {
+	saved := tailhook.Write
+	tailhook.Write = nil
+	defer func() { tailhook.Write = saved }()
+	tb := goldenTable(false)
+	dir := filepath.Join(t.TempDir(), "snap")
+	_, _, err := Write(dir, tb, WriteOptions{Dataset: "test", Created: time.Unix(1700000000, 0), Tail: TailList(tb.Series[0].ID)})
+	if !errors.Is(err, ErrNoTailWriter) {
+		t.Fatalf("Write with a cold tier and no tail writer: %v, want ErrNoTailWriter", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("refused Write left %s behind: %v", dir, err)
+	}
+	dir, m := writeSnap(t, tb, WriteOptions{})
+	if m.HotSeries != m.Series {
+		t.Fatalf("%d of %d series hot", m.HotSeries, m.Series)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/energyscope/energyscope/localcache/format/tailwrite"
 )
 
 // TestDecodeColumnMatchesArrowGo decodes columns with our page decoder and
@@ -42,7 +43,7 @@ func TestDecodeColumnMatchesArrowGo(t *testing.T) {
 					}
 				}
 				var buf bytes.Buffer
-				if err := c.writeTail(&buf, tailV1); err != nil {
+				if err := writeTailCodec(c, &buf, tailwrite.V1); err != nil {
 					t.Fatal(err)
 				}
 				tl, err := OpenTail(buf.Bytes(), pt, math.MaxInt64)
@@ -123,7 +124,7 @@ func TestDecodeDeltaGarbage(t *testing.T) {
 		c.value = append(c.value, 1)
 	}
 	var buf bytes.Buffer
-	if err := c.writeTail(&buf, parquetNoCompression()); err != nil {
+	if err := writeTailCodec(c, &buf, parquetNoCompression()); err != nil {
 		t.Fatal(err)
 	}
 	pr, err := arrowTail(t, buf.Bytes()).RowGroup(0).GetColumnPageReader(tailPeriod)
@@ -149,9 +150,9 @@ func TestDecodeDeltaGarbage(t *testing.T) {
 	}
 }
 
-func parquetNoCompression() tailCodec {
-	c := tailV1
-	c.codec = compress.Codecs.Uncompressed
+func parquetNoCompression() tailwrite.Codec {
+	c := tailwrite.V1
+	c.Codec = compress.Codecs.Uncompressed
 	return c
 }
 

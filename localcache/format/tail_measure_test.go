@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/energyscope/energyscope/localcache/format/tailwrite"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,22 +40,22 @@ func TestMeasureTailEncodings(t *testing.T) {
 		c := cookRows(tb, nil)
 		hot := c.hotBytesPerRow(t)
 		t.Logf("%s: %d rows, %d series; data.arrow %.2f B/row", c.periodType, len(c.value), len(c.order), hot)
-		variants := []tailCodec{
-			{name: "delta+bss+zstd", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: parquet.Encodings.ByteStreamSplit, codec: compress.Codecs.Zstd, level: 3},
-			tailV1,
-			{name: "delta+plain+zstd1", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: tailV1.valueEnc, codec: compress.Codecs.Zstd, level: 1},
-			{name: "delta+plain+zstd9", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: tailV1.valueEnc, codec: compress.Codecs.Zstd, level: 9},
-			{name: "plain+zstd", seriesEnc: parquet.Encodings.Plain, periodEnc: parquet.Encodings.Plain, valueEnc: parquet.Encodings.Plain, codec: compress.Codecs.Zstd, level: 3},
-			{name: "delta+plain+lz4raw", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: parquet.Encodings.Plain, codec: compress.Codecs.Lz4Raw},
-			{name: "delta+plain+snappy", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: parquet.Encodings.Plain, codec: compress.Codecs.Snappy},
-			{name: "delta+bss+snappy", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: parquet.Encodings.ByteStreamSplit, codec: compress.Codecs.Snappy},
-			{name: "delta+plain+none", seriesEnc: tailV1.seriesEnc, periodEnc: tailV1.periodEnc, valueEnc: tailV1.valueEnc, codec: compress.Codecs.Uncompressed},
+		variants := []tailwrite.Codec{
+			{Name: "delta+bss+zstd", SeriesEnc: tailwrite.V1.SeriesEnc, PeriodEnc: tailwrite.V1.PeriodEnc, ValueEnc: parquet.Encodings.ByteStreamSplit, Codec: compress.Codecs.Zstd, Level: 3},
+			tailwrite.V1,
+			{Name: "delta+plain+zstd1", SeriesEnc: tailwrite.V1.SeriesEnc, PeriodEnc: tailwrite.V1.PeriodEnc, ValueEnc: tailwrite.V1.ValueEnc, Codec: compress.Codecs.Zstd, Level: 1},
+			{Name: "delta+plain+zstd9", SeriesEnc: tailwrite.V1.SeriesEnc, PeriodEnc: tailwrite.V1.PeriodEnc, ValueEnc: tailwrite.V1.ValueEnc, Codec: compress.Codecs.Zstd, Level: 9},
+			{Name: "plain+zstd", SeriesEnc: parquet.Encodings.Plain, PeriodEnc: parquet.Encodings.Plain, ValueEnc: parquet.Encodings.Plain, Codec: compress.Codecs.Zstd, Level: 3},
+			{Name: "delta+plain+lz4raw", SeriesEnc: tailwrite.V1.SeriesEnc, PeriodEnc: tailwrite.V1.PeriodEnc, ValueEnc: parquet.Encodings.Plain, Codec: compress.Codecs.Lz4Raw},
+			{Name: "delta+plain+snappy", SeriesEnc: tailwrite.V1.SeriesEnc, PeriodEnc: tailwrite.V1.PeriodEnc, ValueEnc: parquet.Encodings.Plain, Codec: compress.Codecs.Snappy},
+			{Name: "delta+bss+snappy", SeriesEnc: tailwrite.V1.SeriesEnc, PeriodEnc: tailwrite.V1.PeriodEnc, ValueEnc: parquet.Encodings.ByteStreamSplit, Codec: compress.Codecs.Snappy},
+			{Name: "delta+plain+none", SeriesEnc: tailwrite.V1.SeriesEnc, PeriodEnc: tailwrite.V1.PeriodEnc, ValueEnc: tailwrite.V1.ValueEnc, Codec: compress.Codecs.Uncompressed},
 		}
 		for _, blockRows := range []int{1 << 12, 1 << 13, 1 << 14, 1 << 16} {
 			c.batches = c.cutBatches(blockRows)
 			for _, v := range variants {
 				var buf bytes.Buffer
-				if err := c.writeTail(&buf, v); err != nil {
+				if err := writeTailCodec(c, &buf, v); err != nil {
 					t.Fatal(err)
 				}
 				tl, err := OpenTail(buf.Bytes(), c.periodType, math.MaxInt64)
@@ -68,11 +69,11 @@ func TestMeasureTailEncodings(t *testing.T) {
 				p50, p90 := timeBlocks(t, tl.NumBlocks, func(i int) error { return tl.blockArrowGo(ar, i) })
 				bpr := float64(buf.Len()) / float64(len(c.value))
 				t.Logf("  %6d rows/block  parquet %-18s %5.2f B/row (%.3fx hot)  decode/block p50 %4d µs p90 %4d µs (arrow-go reader)",
-					blockRows, v.name, bpr, bpr/hot, p50.Microseconds(), p90.Microseconds())
-				if v == tailV1 {
+					blockRows, v.Name, bpr, bpr/hot, p50.Microseconds(), p90.Microseconds())
+				if v == tailwrite.V1 {
 					p50, p90 := timeBlocks(t, tl.NumBlocks, func(i int) error { _, err := tl.Block(i); return err })
 					t.Logf("  %6d rows/block  parquet %-18s %5.2f B/row (%.3fx hot)  decode/block p50 %4d µs p90 %4d µs (Tail.Block)",
-						blockRows, v.name, bpr, bpr/hot, p50.Microseconds(), p90.Microseconds())
+						blockRows, v.Name, bpr, bpr/hot, p50.Microseconds(), p90.Microseconds())
 				}
 			}
 			size, dec := c.arrowZstd(t)
@@ -169,12 +170,12 @@ func BenchmarkTailBlockDecodeProbe(b *testing.B) {
 		tb := realisticTable(42, 4000, 800_000, false)
 		c := cookRows(tb, nil)
 		c.batches = c.cutBatches(TailBlockRows)
-		v := tailV1
+		v := tailwrite.V1
 		if os.Getenv("ES_PROBE_CODEC") == "none" {
-			v.codec = compress.Codecs.Uncompressed
+			v.Codec = compress.Codecs.Uncompressed
 		}
 		var buf bytes.Buffer
-		if err := c.writeTail(&buf, v); err != nil {
+		if err := writeTailCodec(c, &buf, v); err != nil {
 			b.Fatal(err)
 		}
 		var err error

@@ -354,7 +354,7 @@ func TestVerifyTail(t *testing.T) {
 		cold.batches = cold.cutBatches(TailBlockRows)
 		edit(cold)
 		os.Remove(filepath.Join(dir, TailFile))
-		fi, err := writeTailFile(filepath.Join(dir, TailFile), cold, tailV1)
+		fi, err := writeTailFile(filepath.Join(dir, TailFile), cold)
 		if err != nil {
 			t.Fatal(err)
 		}

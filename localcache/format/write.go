@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/energyscope/energyscope/internal/fileutil"
+	"github.com/energyscope/energyscope/localcache/format/internal/tailhook"
 )
 
 // WriteOptions controls Write. The zero value is usable except for Dataset.
@@ -100,6 +101,9 @@ func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOption
 	tier, nCold := c.tiers(t, ids, o.Tail)
 	var cold *cooked
 	if nCold > 0 {
+		if tailhook.Write == nil {
+			return nil, st, ErrNoTailWriter
+		}
 		cold = c.split(tier)
 		cold.batches = cold.cutBatches(TailBlockRows)
 	}
@@ -147,7 +151,7 @@ func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOption
 
 	m.Files = []FileInfo{dataInfo, idxInfo, hashInfo}
 	if cold != nil {
-		tailInfo, err := writeTailFile(filepath.Join(dir, TailFile), cold, tailV1)
+		tailInfo, err := writeTailFile(filepath.Join(dir, TailFile), cold)
 		if err != nil {
 			return nil, st, fmt.Errorf("write %s: %w", TailFile, err)
 		}
