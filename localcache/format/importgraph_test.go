@@ -1,9 +1,11 @@
 package format
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -69,6 +71,30 @@ func TestReadPathLinksNoParquet(t *testing.T) {
 				if bad(d) {
 					t.Errorf("%v links %s: keep Parquet and arrow/compute out of the read path (the writer is in localcache/format/tailwrite)", c.args, d)
 				}
+			}
+		})
+	}
+	// The binaries that write snapshots with a cold tier (the cook, the
+	// server, the companion and the desktop app, which compact) link the
+	// writer: without it their Write of a cold tier fails with
+	// ErrNoTailWriter at run time.
+	for _, c := range []struct {
+		goos string
+		args []string
+	}{
+		{"", []string{"./cmd/es"}},
+		{"", []string{"./server"}},
+		{"", []string{"./internal/companion"}},
+		{"", []string{"./app"}},
+		{"", []string{"-tags", "desktop,production,webkit2_41", "."}},
+		{"windows", []string{"-tags", "desktop,production", "."}},
+	} {
+		t.Run(fmt.Sprint("writer ", c.goos, c.args), func(t *testing.T) {
+			if c.goos != "" {
+				t.Setenv("GOOS", c.goos)
+			}
+			if !slices.Contains(deps(t, root, c.args...), tailwrite) {
+				t.Errorf("%v does not link %s: its Write of a cold tier would fail with ErrNoTailWriter", c.args, tailwrite)
 			}
 		})
 	}
