@@ -379,8 +379,26 @@ func TestSlowConsumerIsCut(t *testing.T) {
 			return false
 		})
 	}()
+	// waitSeen waits until the good one has read through seq last.
+	waitSeen := func(last uint64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for seen.Load() < last {
+			select {
+			case err := <-readErr:
+				t.Fatalf("the good subscriber was cut: %v", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the good subscriber saw seq %d, want %d", seen.Load(), last)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	// Frames of ~200 KB fill the slow one's socket buffers, then its
-	// queue.
+	// queue. Each batch waits for the good one to read the one before,
+	// so only the slow one falls behind (under load, unpaced batches
+	// could fill the good one's queue of 4 as well).
 	var last uint64
 	start := time.Now()
 	for f.srv.Hub().Stats().Connections > 1 {
@@ -388,26 +406,16 @@ func TestSlowConsumerIsCut(t *testing.T) {
 			t.Fatal("the slow consumer was never cut")
 		}
 		last = f.ingest(5000)
+		waitSeen(last)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for seen.Load() < last {
-		select {
-		case err := <-readErr:
-			t.Fatalf("the good subscriber was cut: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the good subscriber saw seq %d, want %d", seen.Load(), last)
-		}
-		time.Sleep(10 * time.Millisecond)
+	waitSeen(last)
+	// Cut for a full queue (counted), or for a write that timed out on a
+	// full socket; never both ends.
+	st := f.srv.Hub().Stats()
+	if st.SlowConsumerCuts > 1 {
+		t.Errorf("%d consumers cut for a full queue, want at most the slow one", st.SlowConsumerCuts)
 	}
-	log := f.log.String()
-	cut := strings.Contains(log, "disconnecting slow consumer") && strings.Contains(log, `reason="slow consumer: 4 messages queued"`)
-	timedOut := strings.Contains(log, `msg="connection closed" client=test`) && strings.Contains(log, "i/o timeout")
-	if !cut && !timedOut {
-		t.Error("the cut and its reason were not logged")
-	}
-	t.Logf("cut for a full queue: %v; for a write timeout: %v; after %v", cut, timedOut, time.Since(start).Round(time.Millisecond))
+	t.Logf("cut for a full queue: %v (else a write timeout); after %v", st.SlowConsumerCuts == 1, time.Since(start).Round(time.Millisecond))
 }
 
 // raiseNoFile lifts RLIMIT_NOFILE's soft limit to at least n if it can.
