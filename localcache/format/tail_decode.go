@@ -295,6 +295,21 @@ func (r *thriftReader) readStruct(field func(id int16, typ byte) error) error {
 	}
 }
 
+// listHeader reads a list or set header: its size and element type.
+func (r *thriftReader) listHeader() (n uint64, et byte, err error) {
+	c, err := r.byte()
+	if err != nil {
+		return 0, 0, err
+	}
+	n = uint64(c >> 4)
+	if n == 15 {
+		if n, err = r.uvarint(); err != nil {
+			return 0, 0, err
+		}
+	}
+	return n, c & 0x0f, nil
+}
+
 // skip consumes a value of type typ. depth bounds nesting.
 func (r *thriftReader) skip(typ byte, depth int) error {
 	if depth > 16 {
@@ -323,17 +338,10 @@ func (r *thriftReader) skip(typ byte, depth int) error {
 		r.pos += int(n)
 		return nil
 	case tcList, tcSet:
-		c, err := r.byte()
+		n, et, err := r.listHeader()
 		if err != nil {
 			return err
 		}
-		n := uint64(c >> 4)
-		if n == 15 {
-			if n, err = r.uvarint(); err != nil {
-				return err
-			}
-		}
-		et := c & 0x0f
 		if n > uint64(len(r.b)-r.pos) {
 			return errThrift // every element takes at least a byte... except booleans, which take one too in lists
 		}

@@ -149,21 +149,15 @@ func parseTailFooter(b []byte) (*tailFooter, error) {
 // list reads a list header, requires elements of type et, and calls elem
 // for each.
 func (r *thriftReader) list(et byte, elem func() error) error {
-	c, err := r.byte()
+	n, got, err := r.listHeader()
 	if err != nil {
 		return err
 	}
-	n := uint64(c >> 4)
-	if n == 15 {
-		if n, err = r.uvarint(); err != nil {
-			return err
-		}
-	}
-	if c&0x0f != et {
+	if got != et {
 		if n == 0 {
 			return nil
 		}
-		return fmt.Errorf("list of type %d, want %d", c&0x0f, et)
+		return fmt.Errorf("list of type %d, want %d", got, et)
 	}
 	if n > uint64(len(r.b)-r.pos) {
 		return errThrift // every element takes at least a byte
