@@ -8,81 +8,23 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/energyscope/energyscope/internal/testpg"
 	"github.com/energyscope/energyscope/server/lake"
 )
-
-type pgServer struct {
-	t         *testing.T
-	bin, data string
-	opts, log string
-	uri       string
-}
-
-func (p *pgServer) run(args ...string) {
-	p.t.Helper()
-	cmd := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		p.t.Fatalf("%v: %v\n%s", args, err, out)
-	}
-}
-
-// start starts the cluster (-l: the server must not inherit our pipes).
-func (p *pgServer) start() {
-	p.run(p.bin+"/pg_ctl", "-D", p.data, "-l", p.log, "-o", p.opts, "-w", "start")
-}
-
-// stop stops it at once (a crash, as far as clients can tell).
-func (p *pgServer) stop() { p.run(p.bin+"/pg_ctl", "-D", p.data, "-m", "immediate", "-w", "stop") }
-
-func startPostgres(t *testing.T) *pgServer {
-	t.Helper()
-	bin := "/usr/lib/postgresql/15/bin"
-	if os.Getenv("CI") != "true" {
-		if _, err := os.Stat(bin + "/initdb"); err != nil || os.Geteuid() != 0 {
-			t.Skip("needs root and Debian's postgresql package (scripts/install-deps.sh); CI=true runs it")
-		}
-	}
-	dir, err := os.MkdirTemp("", "es-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o777)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	p := &pgServer{t: t, bin: bin, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "log"),
-		opts: fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", port, dir),
-		uri:  fmt.Sprintf("postgres://postgres@127.0.0.1:%d/es?sslmode=disable", port)}
-	p.run(bin+"/initdb", "-D", p.data, "-A", "trust", "-U", "postgres")
-	p.start()
-	t.Cleanup(func() {
-		exec.Command("runuser", "-u", "postgres", "--", bin+"/pg_ctl", "-D", p.data, "-m", "immediate", "stop").Run()
-		os.RemoveAll(dir)
-	})
-	p.run(bin+"/createdb", "-h", "127.0.0.1", "-p", fmt.Sprint(port), "-U", "postgres", "es")
-	return p
-}
 
 // TestLakeCatalogDown: with the catalog stopped, a PUT and a compaction
 // fail with 503 naming the lake and change nothing (the rows ingested
 // meanwhile stay served, the previous snapshot serves), /healthz says the
 // catalog is unreachable; with it back, a compaction publishes them.
 func TestLakeCatalogDown(t *testing.T) {
-	pg := startPostgres(t)
+	pg := testpg.Start(t)
 	home := t.TempDir()
-	l, err := lake.Open(context.Background(), lake.Options{Home: home, CatalogURI: pg.uri})
+	l, err := lake.Open(context.Background(), lake.Options{Home: home, CatalogURI: pg.URI})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +45,7 @@ func TestLakeCatalogDown(t *testing.T) {
 	v1 := checkLakeHead(t, l, f.srv.Store(), "stocks", 1)
 	checkServedFromLake(t, f, "stocks")
 
-	pg.stop()
+	pg.Stop()
 	if code, body := f.do("POST", "/v1/datasets/stocks/rows", f.write, "text/csv", strings.NewReader("series_id,period,value\nMSFT,2026-11-01,500.5\n"), ""); code != 200 {
 		t.Fatalf("ingest with the catalog down: %d %s (ingest does not need it)", code, body)
 	}
@@ -127,7 +69,7 @@ func TestLakeCatalogDown(t *testing.T) {
 		t.Fatalf("healthz with the catalog down: %+v (lake %+v)", h, h.Lake)
 	}
 
-	pg.start()
+	pg.Start()
 	if code, body := f.do("POST", "/v1/datasets/stocks/compact", f.write, "", nil, ""); code != 200 {
 		t.Fatalf("compact with the catalog back: %d %s", code, body)
 	}

@@ -8,59 +8,18 @@ package lake
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/testpg"
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
-func startPostgres(t *testing.T) string {
-	t.Helper()
-	bin := "/usr/lib/postgresql/15/bin"
-	if os.Getenv("CI") != "true" {
-		if _, err := os.Stat(bin + "/initdb"); err != nil || os.Geteuid() != 0 {
-			t.Skip("needs root and Debian's postgresql package (scripts/install-deps.sh); CI=true runs it")
-		}
-	}
-	dir, err := os.MkdirTemp("", "es-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o777)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	data := filepath.Join(dir, "data")
-	run := func(args ...string) {
-		cmd := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
-	run(bin+"/initdb", "-D", data, "-A", "trust", "-U", "postgres")
-	// -l: the server must not inherit our output pipes (CombinedOutput
-	// would wait for it to exit).
-	run(bin+"/pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", port, dir), "-w", "start")
-	t.Cleanup(func() {
-		exec.Command("runuser", "-u", "postgres", "--", bin+"/pg_ctl", "-D", data, "-m", "immediate", "stop").Run()
-		os.RemoveAll(dir)
-	})
-	run(bin+"/createdb", "-h", "127.0.0.1", "-p", fmt.Sprint(port), "-U", "postgres", "es")
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/es?sslmode=disable", port)
-}
-
 func TestPostgresCatalog(t *testing.T) {
 	ctx := context.Background()
-	uri := startPostgres(t)
+	uri := testpg.Start(t).URI
 	home := t.TempDir()
 	wh := "file://" + filepath.Join(home, Dir, WarehouseDir)
 	open := func() *Lake {
