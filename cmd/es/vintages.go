@@ -23,7 +23,7 @@ import (
 
 // openHomeLake opens home's lake for reading (also while es serve runs:
 // the catalog is shared, commits are compare-and-swap).
-func openHomeLake(e *env, home string, lf *lakeFlags) (*lake.Lake, error) {
+func openHomeLake(home string, lf *lakeFlags) (*lake.Lake, error) {
 	if !lf.set() && !hasLake(home) {
 		return nil, fmt.Errorf("home %s has no lake (es serve keeps one in %s/%s; or give --catalog and --warehouse)", home, home, lake.Dir)
 	}
@@ -45,7 +45,7 @@ func runVintages(e *env, args []string) error {
 	if dataset == "" || len(pos) > 0 {
 		return usagef("want --dataset NAME and no arguments")
 	}
-	l, err := openHomeLake(e, home, &lf)
+	l, err := openHomeLake(home, &lf)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func runTag(e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	l, err := openHomeLake(e, home, &lf)
+	l, err := openHomeLake(home, &lf)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func runRollback(e *env, args []string) error {
 	if dataset == "" || to == "" || len(pos) > 0 {
 		return usagef("want --dataset NAME --to V")
 	}
-	l, err := openHomeLake(e, home, &lf)
+	l, err := openHomeLake(home, &lf)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func runRollback(e *env, args []string) error {
 // getAsOf is es get --asof WHEN: the series as the vintage WHEN names had
 // it, read from home's lake (also while es serve runs).
 func getAsOf(e *env, home string, lf *lakeFlags, ref, when string, from, to int64) error {
-	l, err := openHomeLake(e, home, lf)
+	l, err := openHomeLake(home, lf)
 	if err != nil {
 		return err
 	}
