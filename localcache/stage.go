@@ -245,19 +245,20 @@ func (st *Stage) Commit() (*format.Manifest, error) {
 	if st.f != nil || st.i < len(st.m.Files) {
 		return nil, errors.New("stage: commit before every file is held")
 	}
+	if st.commit != nil {
+		// VintageCache.Commit writes the manifest itself.
+		if err := st.commit(st.dir); err != nil {
+			os.RemoveAll(st.dir)
+			return nil, err
+		}
+		return st.m, nil
+	}
 	b, err := json.MarshalIndent(st.m, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	if err := fileutil.WriteFile(filepath.Join(st.dir, format.ManifestFile), append(b, '\n'), 0o644); err != nil {
 		return nil, err
-	}
-	if st.commit != nil {
-		if err := st.commit(st.dir); err != nil {
-			os.RemoveAll(st.dir)
-			return nil, err
-		}
-		return st.m, nil
 	}
 	m, err := st.s.Install(st.dataset, st.dir)
 	if err != nil {
