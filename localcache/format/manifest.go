@@ -188,30 +188,37 @@ func (m *Manifest) Validate() error {
 // ReadManifest reads dir/manifest.json and checks that every listed file
 // exists with the recorded size. It reads nothing else.
 func ReadManifest(dir string) (*Manifest, error) {
+	m, _, err := ReadManifestBytes(dir)
+	return m, err
+}
+
+// ReadManifestBytes is ReadManifest that also returns the bytes the
+// manifest was parsed from.
+func ReadManifestBytes(dir string) (*Manifest, []byte, error) {
 	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, &CorruptionError{File: ManifestFile, Offset: -1, Err: errMissingFile}
+			return nil, nil, &CorruptionError{File: ManifestFile, Offset: -1, Err: errMissingFile}
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := ParseManifest(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, f := range m.Files {
 		st, err := os.Stat(filepath.Join(dir, f.Name))
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, &CorruptionError{File: f.Name, Offset: -1, Err: errMissingFile}
+				return nil, nil, &CorruptionError{File: f.Name, Offset: -1, Err: errMissingFile}
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if st.Size() != f.Size {
-			return nil, corrupt(f.Name, -1, "size %d, manifest says %d", st.Size(), f.Size)
+			return nil, nil, corrupt(f.Name, -1, "size %d, manifest says %d", st.Size(), f.Size)
 		}
 	}
-	return m, nil
+	return m, b, nil
 }
 
 // chunkHasher computes the whole-file and per-chunk SHA-256 of what is

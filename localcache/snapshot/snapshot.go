@@ -64,15 +64,8 @@ func Open(dir string) (*Snapshot, error) { return OpenOptions(dir, Options{}) }
 
 // OpenOptions opens the snapshot in dir.
 func OpenOptions(dir string, o Options) (*Snapshot, error) {
-	m, err := format.ReadManifest(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
-	}
-	// The manifest's own bytes, for FileBytes (the files are checked
-	// against m; these bytes are the ones m was parsed from unless the
-	// immutable directory was rewritten in between, which ParseManifest
-	// would then have to agree with).
-	mb, err := os.ReadFile(filepath.Join(dir, format.ManifestFile))
+	// The manifest's own bytes are kept for FileBytes.
+	m, mb, err := format.ReadManifestBytes(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
 	}
