@@ -3,6 +3,7 @@ package localcache
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -157,7 +158,7 @@ type folding struct {
 
 func newFolding(snap *snapshot.Snapshot, pending map[string]*delta.Series) *folding {
 	f := &folding{snap: snap, pending: pending, rows: int(snap.Manifest.Rows)}
-	for _, id := range sortedKeys(pending) {
+	for _, id := range slices.Sorted(maps.Keys(pending)) {
 		f.rows += len(pending[id].Points)
 		if _, ok := snap.Lookup(id); !ok {
 			f.added = append(f.added, id)
@@ -256,13 +257,4 @@ func overrideMeta(meta *format.SeriesMeta, p *delta.Series) {
 	if p.Meta != nil {
 		meta.Name, meta.Unit, meta.Source = p.Meta.Name, p.Meta.Unit, p.Meta.Source
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
