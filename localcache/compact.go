@@ -185,11 +185,11 @@ func (f *folding) each(add func(meta format.SeriesMeta, pts snapshot.Points)) er
 			addNew(f.added[next])
 			next++
 		}
-		meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: f.snap.Frequency(row), Tier: in.Tier}
-		pts, err := f.snap.Get(row, snapshot.MinTime, snapshot.MaxTime)
+		pts, freq, err := f.snap.GetFrequency(row, snapshot.MinTime, snapshot.MaxTime)
 		if err != nil {
 			return fmt.Errorf("read series %q of snapshot %s: %w", in.ID, f.snap.ID(), err)
 		}
+		meta := format.SeriesMeta{ID: in.ID, Name: in.Name, Unit: in.Unit, Source: in.Source, Frequency: freq, Tier: in.Tier}
 		if p := f.pending[in.ID]; p != nil {
 			overrideMeta(&meta, p)
 			pts = mergePoints(pts, p.Points)
