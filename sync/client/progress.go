@@ -50,6 +50,14 @@ type DatasetProgress struct {
 	downloadOffset int64
 }
 
+// setLag sets Lag from HeadSeq and Seq (0 when Seq is at or past the head).
+func (d *DatasetProgress) setLag() {
+	d.Lag = 0
+	if d.HeadSeq > d.Seq {
+		d.Lag = d.HeadSeq - d.Seq
+	}
+}
+
 // OnProgress registers fn to be called (from the engine's goroutine) on
 // every progress change. fn must not block.
 func (e *Engine) OnProgress(fn func(Progress)) {

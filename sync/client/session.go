@@ -312,11 +312,7 @@ func (s *session) run() (bool, error) {
 				if ok && held > d.Seq {
 					d.Seq = held
 				}
-				if d.HeadSeq > d.Seq {
-					d.Lag = d.HeadSeq - d.Seq
-				} else {
-					d.Lag = 0
-				}
+				d.setLag()
 				p.LastSync, d.LastSync = time.Now(), time.Now()
 			})
 		case protocol.TFileEnd:
@@ -388,11 +384,7 @@ func (s *session) onHeads(heads []protocol.Head) {
 			}
 			d := ds(h.Dataset)
 			d.HeadSeq = h.Seq
-			if d.HeadSeq > d.Seq {
-				d.Lag = d.HeadSeq - d.Seq
-			} else {
-				d.Lag = 0
-			}
+			d.setLag()
 		}
 	})
 }
