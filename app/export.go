@@ -27,10 +27,10 @@ func (v *ExportView) OpenFolder(path string) Path {
 		return Path{Error: "No file to show."}
 	}
 	dir := path
-	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+	if !dirExists(path) {
 		dir = filepath.Dir(path)
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	if !dirExists(dir) {
 		return Path{Path: dir, Error: fmt.Sprintf("The folder %s is not there any more.", dir)}
 	}
 	open := v.opts.OpenPath
