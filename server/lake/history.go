@@ -13,7 +13,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 )
 
-// liveDataFiles lists the data files a snapshot reads (not deleted).
 // liveFiles lists the data files and the delete files snapshot s reads.
 func liveFiles(fs iceio.IO, s *table.Snapshot) (data, deletes []iceberg.DataFile, err error) {
 	mans, err := s.Manifests(fs)
@@ -35,6 +34,7 @@ func liveFiles(fs iceio.IO, s *table.Snapshot) (data, deletes []iceberg.DataFile
 	return data, deletes, nil
 }
 
+// liveDataFiles lists the data files a snapshot reads (not deleted).
 func liveDataFiles(fs iceio.IO, s *table.Snapshot) ([]iceberg.DataFile, error) {
 	mans, err := s.Manifests(fs)
 	if err != nil {
