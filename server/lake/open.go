@@ -43,14 +43,9 @@ import (
 // every byte), or whose blobs are not page-aligned, is an error wrapping
 // *format.CorruptionError. Nothing is left mapped after an error.
 func (l *Lake) OpenSnapshot(ctx context.Context, dataset string, v Vintage, o snapshot.Options) (*snapshot.Snapshot, error) {
-	lt, fromCache := l.cachedTable(dataset, v.IcebergSnapshot)
-	if lt == nil {
-		var err error
-		if lt, err = l.loadIndexed(ctx, dataset); err != nil {
-			return nil, err
-		}
-	} else {
-		lt = l.indexed(dataset, lt)
+	lt, fromCache, err := l.tableFor(ctx, dataset, v.IcebergSnapshot)
+	if err != nil {
+		return nil, err
 	}
 	s, err := l.openIn(ctx, lt, dataset, v, o)
 	if fromCache && (errors.Is(err, ErrNoServingIndex) || errors.Is(err, os.ErrNotExist)) {
@@ -73,11 +68,9 @@ func (l *Lake) openIn(ctx context.Context, lt *loaded, dataset string, v Vintage
 	if v.Snapshot != "" && v.Snapshot != si.Vintage.Snapshot {
 		return nil, fmt.Errorf("%w: iceberg snapshot %d of %s is es snapshot %s, not %s", ErrUnknownVintage, v.IcebergSnapshot, dataset, si.Vintage.Snapshot, v.Snapshot)
 	}
-	path := si.Path
-	if path == "" || l.forceDownload {
-		if path, err = l.download(ctx, t, dataset, si); err != nil {
-			return nil, err
-		}
+	path, err := l.localCopy(ctx, t, dataset, si)
+	if err != nil {
+		return nil, err
 	}
 	set := snapshot.FileSet{}
 	for _, b := range si.Blobs {
@@ -201,6 +194,26 @@ func isHexSHA256(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+// tableFor is dataset's table with its statistics index: the one loaded
+// last when it holds Iceberg snapshot id (fromCache), else loaded now.
+func (l *Lake) tableFor(ctx context.Context, dataset string, id int64) (lt *loaded, fromCache bool, err error) {
+	if lt, ok := l.cachedTable(dataset, id); ok {
+		return l.indexed(dataset, lt), true, nil
+	}
+	lt, err = l.loadIndexed(ctx, dataset)
+	return lt, false, err
+}
+
+// localCopy is the path of si's Puffin file on this machine: the
+// warehouse's own file, or else its verified copy in the cache
+// (downloaded if absent).
+func (l *Lake) localCopy(ctx context.Context, t *table.Table, dataset string, si *ServingIndex) (string, error) {
+	if si.Path != "" && !l.forceDownload {
+		return si.Path, nil
+	}
+	return l.download(ctx, t, dataset, si)
 }
 
 // cacheName is the cached copy's file name of a Puffin file: named after
@@ -457,25 +470,17 @@ func (l *Lake) indexed(dataset string, lt *loaded) *loaded {
 // byte is a *format.CorruptionError naming the snapshot file. Reads run
 // at the disk's pace; ctx stops them.
 func (l *Lake) Verify(ctx context.Context, dataset string, v Vintage) error {
-	lt, ok := l.cachedTable(dataset, v.IcebergSnapshot)
-	if !ok {
-		var err error
-		if lt, err = l.loadIndexed(ctx, dataset); err != nil {
-			return err
-		}
-	} else {
-		lt = l.indexed(dataset, lt)
+	lt, _, err := l.tableFor(ctx, dataset, v.IcebergSnapshot)
+	if err != nil {
+		return err
 	}
-	t := lt.t
 	si, err := locate(ctx, lt, dataset, v.IcebergSnapshot)
 	if err != nil {
 		return err
 	}
-	path := si.Path
-	if path == "" || l.forceDownload {
-		if path, err = l.download(ctx, t, dataset, si); err != nil {
-			return err
-		}
+	path, err := l.localCopy(ctx, lt.t, dataset, si)
+	if err != nil {
+		return err
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
