@@ -334,18 +334,39 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	w.Write(body.Bytes())
 }
 
-// encodeSeries writes the points of res into buf in the format accept
-// asks for (Arrow stream, JSON, else CSV) and returns its content type.
-func encodeSeries(buf *bytes.Buffer, id string, res localcache.Result, accept string) string {
+// periodFormatter formats res's period i: RFC 3339 for an intraday
+// series, else a date.
+func periodFormatter(res localcache.Result) func(i int) string {
 	pts := res.Points
 	intraday := res.Frequency.Intraday()
-	fmtPeriod := func(i int) string {
+	return func(i int) string {
 		t := time.Unix(pts.Unix(i), 0).UTC()
 		if intraday {
 			return t.Format(time.RFC3339)
 		}
 		return t.Format("2006-01-02")
 	}
+}
+
+// seriesJSON is the JSON answer of a series lookup.
+func seriesJSON(id string, res localcache.Result) map[string]any {
+	type point struct {
+		Period string  `json:"period"`
+		Value  float64 `json:"value"`
+	}
+	fmtPeriod := periodFormatter(res)
+	ps := make([]point, res.Points.Len())
+	for i := range ps {
+		ps[i] = point{fmtPeriod(i), res.Points.Values[i]}
+	}
+	return map[string]any{"series": id, "dataset": res.Dataset, "frequency": res.Frequency, "points": ps}
+}
+
+// encodeSeries writes the points of res into buf in the format accept
+// asks for (Arrow stream, JSON, else CSV) and returns its content type.
+func encodeSeries(buf *bytes.Buffer, id string, res localcache.Result, accept string) string {
+	pts := res.Points
+	fmtPeriod := periodFormatter(res)
 	switch {
 	case strings.Contains(accept, "application/vnd.apache.arrow.stream"):
 		schema := arrow.NewSchema([]arrow.Field{{Name: "period", Type: &arrow.TimestampType{Unit: arrow.Second, TimeZone: "UTC"}}, {Name: "value", Type: arrow.PrimitiveTypes.Float64}}, nil)
@@ -363,15 +384,7 @@ func encodeSeries(buf *bytes.Buffer, id string, res localcache.Result, accept st
 		iw.Close()
 		return "application/vnd.apache.arrow.stream"
 	case strings.Contains(accept, "application/json"):
-		type point struct {
-			Period string  `json:"period"`
-			Value  float64 `json:"value"`
-		}
-		ps := make([]point, pts.Len())
-		for i := range ps {
-			ps[i] = point{fmtPeriod(i), pts.Values[i]}
-		}
-		json.NewEncoder(buf).Encode(map[string]any{"series": id, "dataset": res.Dataset, "frequency": res.Frequency, "points": ps})
+		json.NewEncoder(buf).Encode(seriesJSON(id, res))
 		return "application/json"
 	default:
 		buf.Grow(16 + 32*pts.Len()) // one allocation: a line is at most ~32 bytes

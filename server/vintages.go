@@ -174,14 +174,8 @@ func (s *Server) handleSeriesAsOf(w http.ResponseWriter, r *http.Request) {
 
 // encodeSeriesJSONAsOf is encodeSeries' JSON plus the vintage.
 func encodeSeriesJSONAsOf(buf *bytes.Buffer, id string, res localcache.Result, v lake.Vintage) string {
-	var plain bytes.Buffer
-	encodeSeries(&plain, id, res, "application/json")
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(plain.Bytes(), &m); err != nil {
-		panic(err) // our own encoding
-	}
-	vb, _ := json.Marshal(v)
-	m["vintage"] = vb
+	m := seriesJSON(id, res)
+	m["vintage"] = v
 	json.NewEncoder(buf).Encode(m)
 	return "application/json"
 }
