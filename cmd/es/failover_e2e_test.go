@@ -82,7 +82,11 @@ func TestFailoverE2E(t *testing.T) {
 	c := newE2ECompanion(t, "companion", dead+","+a.url+","+b.url, a.read)
 	c.start()
 	c.waitState("stocks", ha.Snapshot, ha.Seq, 60*time.Second)
-	m := c.waitMetrics("the first server in use", 10*time.Second, func(m client.Metrics) bool { return m.Server == a.url })
+	// The metrics file is written as things happen: the one written at
+	// the failover can be read before the download's count reaches it.
+	m := c.waitMetrics("the first server in use", 10*time.Second, func(m client.Metrics) bool {
+		return m.Server == a.url && m.DownloadRebases >= 1
+	})
 	if m.DownloadRebases != 1 || m.Failovers < 1 {
 		t.Fatalf("on the first server: %d downloads, %d failovers; want 1 and >= 1 (past the dead URL)", m.DownloadRebases, m.Failovers)
 	}
