@@ -98,12 +98,16 @@ func (s *Server) Lake() *lake.Lake { return s.opts.Lake }
 func (s *Server) publishToLake(dataset, dir string, m *format.Manifest) error {
 	s.lk.Lock()
 	skip := s.lk.installing[dataset] == m.SnapshotID
+	var po lake.PublishOptions
+	if rb, ok := s.lk.rollbackOf[dataset]; ok && rb.snapshot == m.SnapshotID {
+		po.RollbackOf = rb.of
+	}
 	s.lk.Unlock()
 	if skip {
 		return nil // the lake's own vintage, installed by installFromLake
 	}
 	start := time.Now()
-	v, err := s.opts.Lake.Publish(s.ctx, dataset, dir)
+	v, err := s.opts.Lake.PublishWith(s.ctx, dataset, dir, po)
 	if err != nil {
 		s.lakeFailed(err)
 		if errors.Is(err, lake.ErrSchemaChanged) {
@@ -124,6 +128,13 @@ func (s *Server) publishToLake(dataset, dir string, m *format.Manifest) error {
 		"epoch", v.Epoch, "covers", v.CoversSeq, "seconds", time.Since(start).Seconds())
 	s.expireAfterPublish(dataset) // retention (vintages.go), in the background
 	return nil
+}
+
+// rollbackMark is a rollback being installed: its snapshot restores the
+// vintage with Iceberg snapshot id of.
+type rollbackMark struct {
+	snapshot string
+	of       int64
 }
 
 func (s *Server) lakeFailed(err error) {

@@ -171,6 +171,10 @@ type Server struct {
 		// installing: dataset -> the lake vintage's es snapshot id that
 		// installFromLake is installing (the Publish hook skips it).
 		installing map[string]string
+		// rollbackOf: dataset -> the rollback being installed (its es
+		// snapshot id and the Iceberg snapshot it restores): the Publish
+		// hook records the marker in the commit.
+		rollbackOf map[string]rollbackMark
 		pubErr     error // the last failed publish, until one succeeds
 		pubErrAt   time.Time
 	}
@@ -240,6 +244,7 @@ func New(o Options) (*Server, error) {
 		names: map[string]*nameLock{}, uploads: map[string]bool{}, stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.lk.vintages, s.lk.refused, s.lk.installing = map[string]lake.Vintage{}, map[string]string{}, map[string]string{}
+	s.lk.rollbackOf = map[string]rollbackMark{}
 	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep}
 	var heads map[string]lakeHead
 	if o.Lake != nil {

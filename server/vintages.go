@@ -39,6 +39,10 @@ type vintageState struct {
 	// expiring: datasets with a retention pass queued or running.
 	emu      sync.Mutex
 	expiring map[string]bool
+	// beforeExpire, when set (tests), runs in a background retention pass
+	// before it asks the lake, with the pass's context (a catalog that
+	// hangs).
+	beforeExpire func(context.Context)
 }
 
 // asOf returns the server's as-of reads; ErrNoLake without a lake.
@@ -252,8 +256,9 @@ type RollbackResult struct {
 
 // Rollback makes vintage to (a time, date, es snapshot id, tag or Iceberg
 // id) of dataset name current again: its rows are installed as a NEW
-// EPOCH, like a PUT of them, published to the lake as one commit;
-// subscribers follow it as any replacement (they re-download or rebase),
+// EPOCH, like a PUT of them, published to the lake as one commit whose
+// summary marks it a rollback of v (lake.SummaryRollbackOf, shown by es
+// vintages as rollback_of); subscribers follow it as any replacement (they re-download or rebase),
 // and records applied since the dataset's snapshot that were not yet in
 // a snapshot are dropped (the new epoch covers every seq so far). A
 // vintage that was expired is lake.ErrUnknownVintage; nothing changes on
@@ -298,7 +303,13 @@ func (s *Server) Rollback(ctx context.Context, name, to string) (*RollbackResult
 	if err != nil {
 		return nil, fmt.Errorf("rollback %s to %s: %w", name, v.Snapshot, err)
 	}
+	s.lk.Lock()
+	s.lk.rollbackOf[name] = rollbackMark{snapshot: m.SnapshotID, of: v.IcebergSnapshot}
+	s.lk.Unlock()
 	release, err := s.installReplacement(name, d, dir, m, covers)
+	s.lk.Lock()
+	delete(s.lk.rollbackOf, name)
+	s.lk.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +439,8 @@ func (s *Server) ExpireVintages(ctx context.Context, dataset string) (lake.Expir
 
 // expireAfterPublish runs ExpireVintages for dataset in the background
 // after a publish (one pass at a time per dataset; a publish during a
-// pass is covered by the next publish's).
+// pass is covered by the next publish's), bounded by 5 minutes and by the
+// server's context, which Close cancels.
 func (s *Server) expireAfterPublish(dataset string) {
 	if s.opts.Lake == nil || (s.opts.KeepVintages <= 0 && s.opts.KeepVintageFor <= 0) {
 		return
@@ -451,8 +463,13 @@ func (s *Server) expireAfterPublish(dataset string) {
 			delete(s.vint.expiring, dataset)
 			s.vint.emu.Unlock()
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		// Bounded, and cancelled by Close: Close never waits on a
+		// catalog that hangs (the next publish's pass covers this one).
+		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
 		defer cancel()
+		if s.vint.beforeExpire != nil {
+			s.vint.beforeExpire(ctx)
+		}
 		if _, err := s.ExpireVintages(ctx, dataset); err != nil {
 			s.log.Warn("expire vintages", "dataset", dataset, "err", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,7 +37,7 @@ func runVintages(e *env, args []string) error {
 	var lf lakeFlags
 	fs := newFlags(e, "vintages", &home)
 	fs.StringVar(&dataset, "dataset", "", "the dataset (required)")
-	fs.BoolVar(&asJSON, "json", false, "print a JSON array (snapshot, iceberg_snapshot, committed_at, covers_seq, rows, tags, ...)")
+	fs.BoolVar(&asJSON, "json", false, "print a JSON array (snapshot, iceberg_snapshot, committed_at, covers_seq, rows, tags, rollback_of, ...)")
 	lf.add(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -65,7 +66,7 @@ func runVintages(e *env, args []string) error {
 	}
 	cur, _ := l.Current(ctx, dataset)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tSNAPSHOT\tICEBERG SNAPSHOT\tCOMMITTED\tEPOCH\tCOVERS SEQ\tROWS\tTAGS")
+	fmt.Fprintln(tw, "\tSNAPSHOT\tICEBERG SNAPSHOT\tCOMMITTED\tEPOCH\tCOVERS SEQ\tROWS\tTAGS\tROLLBACK OF")
 	for _, v := range vs {
 		mark := ""
 		if v.IcebergSnapshot == cur.IcebergSnapshot {
@@ -75,8 +76,19 @@ func runVintages(e *env, args []string) error {
 		if !v.Serving {
 			id = "(" + orDefault(v.Operation, "commit") + " without a serving index)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\n", mark, id, v.IcebergSnapshot, v.CommittedAt.Format(time.RFC3339),
-			v.Epoch, v.CoversSeq, v.Rows, strings.Join(v.Tags, ","))
+		rollbackOf := ""
+		if v.RollbackOf != 0 {
+			// The restored vintage's es id when it is still listed,
+			// else its Iceberg snapshot id (it may have been expired).
+			rollbackOf = strconv.FormatInt(v.RollbackOf, 10)
+			for _, o := range vs {
+				if o.IcebergSnapshot == v.RollbackOf && o.Serving {
+					rollbackOf = o.Snapshot + " (" + rollbackOf + ")"
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", mark, id, v.IcebergSnapshot, v.CommittedAt.Format(time.RFC3339),
+			v.Epoch, v.CoversSeq, v.Rows, strings.Join(v.Tags, ","), rollbackOf)
 	}
 	return tw.Flush()
 }

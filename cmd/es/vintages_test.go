@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,20 @@ func TestVintagesCLI(t *testing.T) {
 	}
 	if got := get("MSFT", "2026"); got != served[0] {
 		t.Errorf("es get after the rollback:\n%s\nwant vintage 1's:\n%s", got, served[0])
+	}
+	// The rollback's commit names the vintage it restored: in the JSON
+	// (rollback_of, the Iceberg snapshot id) and in the table.
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(mustES(t, "vintages", "--home", home, "--dataset", "stocks", "--json")), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 3 || string(raw[2]["rollback_of"]) != strconv.FormatInt(vs[0].IcebergSnapshot, 10) || raw[1]["rollback_of"] != nil {
+		t.Errorf("es vintages --json after the rollback: %s, want rollback_of %d on the last only", raw, vs[0].IcebergSnapshot)
+	}
+	lines := strings.Split(strings.TrimSpace(mustES(t, "vintages", "--home", home, "--dataset", "stocks")), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[0], "ROLLBACK OF") || !strings.Contains(lines[3], after[2].Snapshot) ||
+		!strings.Contains(lines[3], vs[0].Snapshot+" ("+strconv.FormatInt(vs[0].IcebergSnapshot, 10)+")") || strings.Contains(lines[2], "(") {
+		t.Errorf("es vintages after the rollback:\n%s\nwant the last line to name %s as restored", strings.Join(lines, "\n"), vs[0].Snapshot)
 	}
 }
 

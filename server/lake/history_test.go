@@ -214,7 +214,7 @@ func TestLosingAttemptLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := l.publishAttempt(ctx, base, src, w)
+	a, err := l.publishAttempt(ctx, base, src, w, PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestLosingAttemptLeavesNothing(t *testing.T) {
 		t.Fatalf("unreferenced after the lost race: %v, want only the publish's %d data and Puffin files", extra, len(w.keep))
 	}
 	// The retry on the new parent lands with the same files.
-	a2, err := l.publishAttempt(ctx, fresh, src, w)
+	a2, err := l.publishAttempt(ctx, fresh, src, w, PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

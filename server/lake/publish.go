@@ -41,6 +41,20 @@ import (
 // left (unless the commit's outcome is unknown: then they are kept, as
 // they may be referenced).
 func (l *Lake) Publish(ctx context.Context, dataset, snapshotDir string) (v Vintage, err error) {
+	return l.PublishWith(ctx, dataset, snapshotDir, PublishOptions{})
+}
+
+// PublishOptions are the options of PublishWith.
+type PublishOptions struct {
+	// RollbackOf, when not 0, is the Iceberg snapshot id of the vintage
+	// this publish restores (a server's rollback publishes the vintage's
+	// rows again as a new epoch): recorded as SummaryRollbackOf in the
+	// commit's summary (Vintage.RollbackOf).
+	RollbackOf int64
+}
+
+// PublishWith is Publish with options.
+func (l *Lake) PublishWith(ctx context.Context, dataset, snapshotDir string, o PublishOptions) (v Vintage, err error) {
 	if err := format.ValidDatasetName(dataset); err != nil {
 		return Vintage{}, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
@@ -76,7 +90,7 @@ func (l *Lake) Publish(ctx context.Context, dataset, snapshotDir string) (v Vint
 		}
 	}()
 	return l.commitRetrying(ctx, dataset, t, func(t *table.Table) (*attempt, error) {
-		return l.publishAttempt(ctx, t, src, w)
+		return l.publishAttempt(ctx, t, src, w, o)
 	})
 }
 
@@ -228,7 +242,7 @@ type attempt struct {
 
 // publishAttempt stages, on t, the replacement of the table's contents by
 // w's data files and registers w's Puffin file for the staged snapshot.
-func (l *Lake) publishAttempt(ctx context.Context, t *table.Table, src *source, w *written) (*attempt, error) {
+func (l *Lake) publishAttempt(ctx context.Context, t *table.Table, src *source, w *written, o PublishOptions) (*attempt, error) {
 	txn := t.NewTransaction()
 	if err := txn.AssertRefSnapshotID(table.MainBranch); err != nil {
 		return nil, err
@@ -238,6 +252,9 @@ func (l *Lake) publishAttempt(ctx context.Context, t *table.Table, src *source, 
 		SummaryEpoch:     strconv.FormatUint(src.m.Epoch, 10),
 		SummaryCoversSeq: strconv.FormatUint(src.m.CoversThroughSeq, 10),
 		SummaryRows:      strconv.FormatInt(src.m.Rows, 10),
+	}
+	if o.RollbackOf != 0 {
+		props[SummaryRollbackOf] = strconv.FormatInt(o.RollbackOf, 10)
 	}
 	var err error
 	if head := t.CurrentSnapshot(); head == nil {
