@@ -37,6 +37,10 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 
+# SeaweedFS's weed (S3 and an Iceberg REST catalog on loopback for the
+# lake's tests, internal/testweed), built from its Go module.
+bash scripts/install-weed.sh
+
 # npm packages, exactly as locked.
 for dir in localcache/format/interop functions/addin frontend; do
   if [ -f "$dir/package-lock.json" ]; then
