@@ -78,6 +78,10 @@ type Options struct {
 	// current ones always. Both zero: every vintage is kept.
 	KeepVintages   int
 	KeepVintageFor time.Duration
+	// LakePoll is how often a lake-backed server reads the lake's heads
+	// to install what other replicas committed (replica.go; zero:
+	// DefaultLakePoll, negative: never).
+	LakePoll time.Duration
 }
 
 // ConnOptions are the connection limits of HTTPServer. Zero values take
@@ -183,6 +187,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	vint vintageState // as-of reads, rollback, retention (vintages.go)
+	rp   replicaState // following the lake's heads (replica.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -282,6 +287,7 @@ func New(o Options) (*Server, error) {
 	if o.Lake != nil {
 		s.reconcileLake(heads)
 	}
+	s.startReplica()
 	s.wg.Add(1)
 	go s.background()
 	return s, nil

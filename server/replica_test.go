@@ -1,0 +1,192 @@
+package server_test
+
+// Replicas over one lake (replica.go): real servers, each with its own
+// home, sharing a real PostgreSQL catalog (internal/testpg) and a file://
+// warehouse, over real listeners; a real sync client on one of them.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/energyscope/energyscope/internal/testpg"
+	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/server"
+	"github.com/energyscope/energyscope/server/lake"
+	"github.com/energyscope/energyscope/sync/client"
+)
+
+// replica is one server of a cluster test.
+type replica struct {
+	t    *testing.T
+	home string
+	srv  *server.Server
+	hs   *httptest.Server
+	l    *lake.Lake
+}
+
+// startReplica starts a server over a fresh home on the shared catalog
+// and warehouse (no tokens: loopback test).
+func startReplica(t *testing.T, catalogURI, warehouse string, o server.Options) *replica {
+	t.Helper()
+	r := &replica{t: t, home: t.TempDir()}
+	var err error
+	if r.l, err = lake.Open(context.Background(), lake.Options{Home: r.home, CatalogURI: catalogURI, Warehouse: warehouse}); err != nil {
+		t.Fatal(err)
+	}
+	o.Home, o.Lake = r.home, r.l
+	if o.CompactRows == 0 {
+		o.CompactRows, o.CompactBytes = -1, -1
+	}
+	if r.srv, err = server.New(o); err != nil {
+		r.l.Close()
+		t.Fatal(err)
+	}
+	r.hs = httptest.NewServer(r.srv.Handler())
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *replica) close() {
+	if r.srv == nil {
+		return
+	}
+	r.hs.Close()
+	r.srv.Close()
+	r.l.Close()
+	r.srv = nil
+}
+
+func (r *replica) do(method, path, ctype, body string) (int, string) {
+	r.t.Helper()
+	req, _ := http.NewRequest(method, r.hs.URL+path, strings.NewReader(body))
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// put replaces dataset px with series A and B over days 1..3, valued
+// base+day.
+func (r *replica) put(base int) {
+	r.t.Helper()
+	var b strings.Builder
+	b.WriteString("series,date,value\n")
+	for _, s := range []string{"A", "B"} {
+		for d := 1; d <= 3; d++ {
+			fmt.Fprintf(&b, "%s,2026-10-%02d,%d\n", s, d, base+d)
+		}
+	}
+	if code, body := r.do("PUT", "/v1/datasets/px?series_col=series&period_col=date&value_col=value&frequency=D", "text/csv", b.String()); code != 200 {
+		r.t.Fatalf("PUT: %d %s", code, body)
+	}
+}
+
+// within polls cond every 20 ms for up to d.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// TestReplicasFollowTheLake: two servers share one PostgreSQL catalog and
+// one file:// warehouse. A PUT on A serves on B within 5 s (B installs
+// A's vintage, it does not publish it again), a second PUT (a new epoch)
+// and a compaction on A (the same epoch) as well, and a companion of B
+// follows each.
+func TestReplicasFollowTheLake(t *testing.T) {
+	pg := testpg.Start(t)
+	wh := t.TempDir()
+	a := startReplica(t, pg.URI, wh, server.Options{})
+	b := startReplica(t, pg.URI, wh, server.Options{})
+
+	a.put(100)
+	headA, _, _ := a.srv.Head("px")
+	took := within(t, 5*time.Second, "B serves A's first PUT", func() bool {
+		h, _, ok := b.srv.Head("px")
+		return ok && h.Snapshot == headA.Snapshot
+	})
+	t.Logf("first PUT on A served by B after %v", took)
+	if code, body := b.do("GET", "/v1/series/A?from=2026-10-01&to=2026-10-03", "", ""); code != 200 || !strings.Contains(body, "103") {
+		t.Fatalf("B's answer for A: %d %s", code, body)
+	}
+
+	// A companion of B.
+	st, err := localcache.Open(t.TempDir(), &localcache.Options{CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := client.New(wiring.Sink{Store: st}, client.Options{Server: b.hs.URL, Name: t.Name()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { eng.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; st.Close() }()
+	companionOn := func(snapshot string) func() bool {
+		return func() bool { _, id, _, err := st.State("px"); return err == nil && id == snapshot }
+	}
+	within(t, 10*time.Second, "the companion of B syncs", companionOn(headA.Snapshot))
+
+	// A new epoch on A.
+	a.put(200)
+	headA2, _, _ := a.srv.Head("px")
+	if headA2.Epoch != headA.Epoch+1 {
+		t.Fatalf("A's second PUT: epoch %d after %d", headA2.Epoch, headA.Epoch)
+	}
+	took = within(t, 5*time.Second, "B serves A's second PUT", func() bool {
+		h, _, ok := b.srv.Head("px")
+		return ok && h.Snapshot == headA2.Snapshot && h.Epoch == headA2.Epoch
+	})
+	t.Logf("second PUT (new epoch) on A served by B after %v", took)
+	within(t, 10*time.Second, "B's companion on the new epoch", companionOn(headA2.Snapshot))
+	if _, v, err := st.Copy("A", 0, 1<<40); err != nil || len(v) != 3 || v[2] != 203 {
+		t.Fatalf("the companion's A after the new epoch: %v %v", v, err)
+	}
+
+	// A compaction on A: the same epoch, higher covers.
+	if code, body := a.do("POST", "/v1/datasets/px/rows", "text/csv", "series_id,period,value\nA,2026-10-04,777\n"); code != 200 {
+		t.Fatalf("ingest on A: %d %s", code, body)
+	}
+	if code, body := a.do("POST", "/v1/datasets/px/compact", "", ""); code != 200 {
+		t.Fatalf("compact on A: %d %s", code, body)
+	}
+	headA3, mA3, _ := a.srv.Head("px")
+	if headA3.Epoch != headA2.Epoch || mA3.CoversThroughSeq == 0 {
+		t.Fatalf("A's compaction: epoch %d covers %d", headA3.Epoch, mA3.CoversThroughSeq)
+	}
+	took = within(t, 5*time.Second, "B serves A's compaction", func() bool {
+		h, _, ok := b.srv.Head("px")
+		return ok && h.Snapshot == headA3.Snapshot
+	})
+	t.Logf("compaction on A served by B after %v", took)
+	if code, body := b.do("GET", "/v1/series/A?from=2026-10-04&to=2026-10-04", "", ""); code != 200 || !strings.Contains(body, "777") {
+		t.Fatalf("B's answer for the compacted row: %d %s", code, body)
+	}
+	within(t, 10*time.Second, "B's companion has the compacted row", func() bool {
+		p, v, err := st.Copy("A", 0, 1<<40)
+		return err == nil && len(p) == 4 && v[3] == 777
+	})
+
+	// B published nothing: the lake holds A's three commits only.
+	vs, err := a.l.Vintages(context.Background(), "px")
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("the lake holds %d vintages (%v), want A's 3", len(vs), err)
+	}
+}
