@@ -48,6 +48,9 @@ type Health struct {
 	// unreachable catalog makes the state degraded: lookups and sync
 	// serve what is mapped, PUTs and compactions fail with 503.
 	Lake *LakeHealth `json:"lake,omitempty"`
+	// Replica says what a lake-backed server waits for (replica.go): while
+	// Replica.Serving is false /healthz answers 503.
+	Replica *ReplicaHealth `json:"replica,omitempty"`
 }
 
 // Health reports the server's and every dataset's state.
@@ -68,6 +71,16 @@ func (s *Server) Health() Health {
 	}
 	if h.Lake = s.lakeHealth(); h.Lake != nil && h.Lake.Catalog != CatalogReachable {
 		h.State = HealthDegraded
+	}
+	if h.Replica = s.replicaHealth(); h.Replica != nil {
+		if h.Lake != nil && h.Lake.Catalog == CatalogReachable && h.Replica.Serving {
+			// The catalog answered just now: a failure of the last
+			// poll is older news.
+			h.Replica.Waits = slices.DeleteFunc(h.Replica.Waits, func(w Wait) bool { return w.Kind == WaitCatalog })
+		}
+		if !h.Replica.Serving || len(h.Replica.Waits) > 0 {
+			h.State = HealthDegraded
+		}
 	}
 	return h
 }

@@ -181,6 +181,13 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 			h.Datasets = nil
 		}
 	}
+	if h.Replica != nil && !h.Replica.Serving {
+		// Not serving yet (replica.go): the waits say why.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(h)
+		return
+	}
 	writeJSON(w, h)
 }
 

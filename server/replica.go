@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,9 @@ type replicaState struct {
 	pending map[string]pendingVintage
 	// installs counts vintages installed by followLake (Metrics, tests).
 	installs int64
+	// ready: the server has read the lake's heads once and serves every
+	// dataset the lake holds (set once; ReplicaHealth.Serving).
+	ready bool
 }
 
 // pendingVintage is a lake vintage a dataset does not serve yet.
@@ -66,6 +70,12 @@ type pendingVintage struct {
 // with a poll interval).
 func (s *Server) startReplica() {
 	s.rp.pending = map[string]pendingVintage{}
+	s.lk.Lock()
+	// A failure to list the tables or to install a vintage at New is the
+	// last publish error (lakeFailed): the server is not ready until a
+	// pass of followLakeOnce succeeds.
+	s.rp.ready = s.opts.Lake == nil || s.lk.pubErr == nil
+	s.lk.Unlock()
 	if s.opts.Lake == nil || s.opts.LakePoll < 0 {
 		return
 	}
@@ -114,13 +124,19 @@ func (s *Server) followLakeOnce() {
 		s.followDataset(ctx, n)
 	}
 	s.rp.mu.Lock()
+	defer s.rp.mu.Unlock()
 	s.rp.checked, s.rp.err = time.Now().UTC(), nil
+	missing := false
 	for n := range s.rp.pending {
 		if !slices.Contains(names, n) {
 			delete(s.rp.pending, n) // its table was dropped
+		} else if _, _, _, err := s.store.State(n); err != nil {
+			missing = true
 		}
 	}
-	s.rp.mu.Unlock()
+	if !missing {
+		s.rp.ready = true
+	}
 }
 
 // followDataset installs the lake's current vintage of dataset name if
@@ -223,4 +239,99 @@ func (s *Server) clearPending(name string) {
 	s.rp.mu.Lock()
 	delete(s.rp.pending, name)
 	s.rp.mu.Unlock()
+}
+
+// WaitKind is what a replica waits for (Wait.Kind).
+type WaitKind string
+
+// Wait kinds.
+const (
+	// WaitCatalog: the lake's tables could not be listed (since start, or
+	// at the last check).
+	WaitCatalog WaitKind = "catalog"
+	// WaitVintage: a dataset's current lake vintage is not served yet
+	// (its install failed and is retried, or it is older than the one
+	// served: see Reason).
+	WaitVintage WaitKind = "vintage"
+	// WaitStream: a dataset's delta log is not followed up to its head.
+	WaitStream WaitKind = "stream"
+)
+
+// Wait is one thing a replica waits for.
+type Wait struct {
+	Kind    WaitKind `json:"kind"`
+	Dataset string   `json:"dataset,omitempty"`
+	// Vintage is the es snapshot id of the lake vintage waited for
+	// (WaitVintage), Serving the one served instead ("" if none).
+	Vintage string `json:"vintage,omitempty"`
+	Serving string `json:"serving,omitempty"`
+	// Tries counts failed installs of Vintage.
+	Tries  int    `json:"tries,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// ReplicaHealth is the replica part of Health (a lake-backed server).
+type ReplicaHealth struct {
+	// Serving: the server read the lake's heads since it started and
+	// serves every dataset the lake holds. Until then /healthz answers
+	// 503 (a load balancer sends it nothing yet); once true it stays
+	// true, and what it waits for later makes the state degraded.
+	Serving bool `json:"serving"`
+	// LakeCheckedAt is the end of the last complete check of the lake's
+	// heads (nil: none since start), LakePoll its interval.
+	LakeCheckedAt *time.Time `json:"lake_checked_at,omitempty"`
+	LakePoll      string     `json:"lake_poll"`
+	// Installed counts vintages installed from the lake since start.
+	Installed int64  `json:"installed"`
+	Waits     []Wait `json:"waits,omitempty"`
+}
+
+// replicaHealth reports the follower's state (nil without a lake).
+func (s *Server) replicaHealth() *ReplicaHealth {
+	if s.opts.Lake == nil {
+		return nil
+	}
+	poll := s.opts.LakePoll
+	if poll == 0 {
+		poll = DefaultLakePoll
+	}
+	h := &ReplicaHealth{LakePoll: poll.String()}
+	if poll < 0 {
+		h.LakePoll = "never"
+	}
+	s.rp.mu.Lock()
+	defer s.rp.mu.Unlock()
+	h.Serving, h.Installed = s.rp.ready, s.rp.installs
+	if !s.rp.checked.IsZero() {
+		at := s.rp.checked
+		h.LakeCheckedAt = &at
+	}
+	if s.rp.err != nil {
+		h.Waits = append(h.Waits, Wait{Kind: WaitCatalog, Reason: s.scrub(s.rp.err.Error())})
+	} else if !s.rp.ready && s.rp.checked.IsZero() {
+		why := "the lake's heads were not read since start"
+		s.lk.Lock()
+		if s.lk.pubErr != nil {
+			why += ": " + s.scrub(s.lk.pubErr.Error())
+		}
+		s.lk.Unlock()
+		h.Waits = append(h.Waits, Wait{Kind: WaitCatalog, Reason: why})
+	}
+	for n, p := range s.rp.pending {
+		w := Wait{Kind: WaitVintage, Dataset: n, Vintage: p.want.Snapshot, Tries: p.tries, Reason: "not installed yet"}
+		if p.err != nil {
+			w.Reason = s.scrub(p.err.Error())
+		}
+		if _, id, _, err := s.store.State(n); err == nil {
+			w.Serving = id
+		}
+		h.Waits = append(h.Waits, w)
+	}
+	slices.SortFunc(h.Waits, func(a, b Wait) int {
+		if a.Kind != b.Kind {
+			return strings.Compare(string(a.Kind), string(b.Kind))
+		}
+		return strings.Compare(a.Dataset, b.Dataset)
+	})
+	return h
 }

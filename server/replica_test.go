@@ -6,14 +6,17 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/testcluster"
 	"github.com/energyscope/energyscope/internal/testpg"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
@@ -189,4 +192,74 @@ func TestReplicasFollowTheLake(t *testing.T) {
 	if err != nil || len(vs) != 3 {
 		t.Fatalf("the lake holds %d vintages (%v), want A's 3", len(vs), err)
 	}
+}
+
+// health reads r's /healthz: the status and the typed answer.
+func (r *replica) health() (int, server.Health) {
+	r.t.Helper()
+	code, body := r.do("GET", "/healthz", "", "")
+	var h server.Health
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		r.t.Fatalf("healthz: %d %q: %v", code, body, err)
+	}
+	return code, h
+}
+
+// TestReplicaWaitsForTheCatalog: a replica that starts while its catalog
+// does not answer (a loopback proxy to PostgreSQL, cut) does not serve
+// the lake's dataset and says so: /healthz answers 503, Replica.Serving
+// false and a catalog wait. With the proxy back it installs the vintage
+// within 5 s and answers 200, serving, nothing waited for.
+func TestReplicaWaitsForTheCatalog(t *testing.T) {
+	pg := testpg.Start(t)
+	wh := t.TempDir()
+	a := startReplica(t, pg.URI, wh, server.Options{})
+	a.put(100)
+	headA, _, _ := a.srv.Head("px")
+	if code, h := a.health(); code != 200 || h.Replica == nil || !h.Replica.Serving || len(h.Replica.Waits) != 0 || h.State != server.HealthOK {
+		t.Fatalf("A's health: %d %+v", code, h.Replica)
+	}
+
+	u, err := url.Parse(pg.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := testcluster.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	u.Host = px.Addr()
+	home := t.TempDir()
+	l, err := lake.Open(context.Background(), lake.Options{Home: home, CatalogURI: u.String(), Warehouse: wh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	px.Cut()
+	srv, err := server.New(server.Options{Home: home, Lake: l, CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &replica{t: t, home: home, srv: srv, hs: httptest.NewServer(srv.Handler()), l: l}
+	defer func() { b.hs.Close(); b.srv.Close() }()
+	code, h := b.health()
+	if code != http.StatusServiceUnavailable || h.Replica == nil || h.Replica.Serving || h.State != server.HealthDegraded ||
+		len(h.Replica.Waits) == 0 || h.Replica.Waits[0].Kind != server.WaitCatalog {
+		t.Fatalf("B's health with the catalog cut: %d %+v", code, h.Replica)
+	}
+	if _, _, ok := b.srv.Head("px"); ok {
+		t.Fatal("B serves px without the catalog")
+	}
+
+	px.Resume()
+	took := within(t, 5*time.Second, "B serves A's vintage once the catalog answers", func() bool {
+		h, _, ok := b.srv.Head("px")
+		return ok && h.Snapshot == headA.Snapshot
+	})
+	t.Logf("served %v after the catalog came back", took)
+	within(t, 5*time.Second, "B's healthz says serving", func() bool {
+		code, h := b.health()
+		return code == 200 && h.Replica.Serving && len(h.Replica.Waits) == 0 && h.Replica.Installed == 1 && h.Replica.LakeCheckedAt != nil && h.State == server.HealthOK
+	})
 }
