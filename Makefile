@@ -48,6 +48,7 @@ FUZZ_TARGETS = \
 	./localcache/format:FuzzOpenTail \
 	./localcache/format:FuzzTailFooter \
 	./localcache/snapshot:FuzzOpenFiles \
+	./localcache/snapshot:FuzzSearchPeriods \
 	./localcache/delta:FuzzDecodeBatch \
 	./localcache/delta:FuzzValidate \
 	./localcache/delta:FuzzScanSegment \

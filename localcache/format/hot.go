@@ -184,17 +184,22 @@ func (p PeriodType) size() int {
 }
 
 // Lookup returns the index row of id: the slot, then the record's id bytes.
+//
+// The slot and the record are read without bounds checks: OpenHot checked
+// that the slot table has mask+1 slots and that there are n records, and
+// a row is compared with n before its record is read. This is the first
+// half of every lookup (BENCHMARKS.md "Serving snapshot v2").
 func (t *HotIndex) Lookup(id string) (uint32, bool) {
 	hv := HashID(id)
-	tag := hv >> 32
+	tag := uint32(hv >> 32)
+	slots := unsafe.Pointer(unsafe.SliceData(t.slots))
 	for i, probes := hv&t.mask, uint64(0); probes <= t.mask; i, probes = (i+1)&t.mask, probes+1 {
-		e := binary.LittleEndian.Uint64(t.slots[8*i:])
+		e := *(*uint64)(unsafe.Add(slots, 8*i)) // a little-endian host, as for the points
 		if e == 0 {
 			return 0, false
 		}
-		if e>>32 == tag {
-			row := uint32(e) - 1
-			if row < t.n && t.idIs(row, id) {
+		if uint32(e>>32) == tag {
+			if row := uint32(e) - 1; row < t.n && t.idIs(row, id) {
 				return row, true
 			}
 		}
@@ -202,14 +207,44 @@ func (t *HotIndex) Lookup(id string) (uint32, bool) {
 	return 0, false
 }
 
+// idIs reports whether the id of index row row (< t.n) is id.
 func (t *HotIndex) idIs(row uint32, id string) bool {
-	rb := t.recs[uint64(row)*HotRecordSize:][:HotRecordSize]
-	l := uint64(binary.LittleEndian.Uint16(rb[14:]))
-	at := binary.LittleEndian.Uint64(rb[16:])
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*HotRecordSize)
+	l := uint64(*(*uint16)(unsafe.Add(rb, 14)))
+	at := *(*uint64)(unsafe.Add(rb, 16))
 	if l != uint64(len(id)) || at > uint64(len(t.index)) || l > uint64(len(t.index))-at {
 		return false
 	}
-	return string(t.index[at:at+l]) == id
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.index)), at)), l) == id
+}
+
+// HotSlice is Record and Slice of a hot series in one call, for the
+// lookup path: the series' periods (days or secs, as Slice) and values
+// and its frequency. ok is false when row is not a hot series with points
+// inside its batch: the caller then goes through Record and Slice, which
+// tell an empty or cold series from a corrupt record.
+func (t *HotIndex) HotSlice(row uint32) (days []int32, secs []int64, values []float64, freq Frequency, ok bool) {
+	if row >= t.n {
+		return
+	}
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*HotRecordSize)
+	batch, off, n := *(*uint32)(rb), uint64(*(*uint32)(unsafe.Add(rb, 4))), *(*uint32)(unsafe.Add(rb, 8))
+	if *(*uint8)(unsafe.Add(rb, 12)) != uint8(Hot) || n == 0 || batch >= uint32(len(t.locs)) {
+		return
+	}
+	l := &t.locs[batch]
+	if off+uint64(n) > l.rows {
+		return
+	}
+	// In bounds: OpenHot checked every batch's columns against data.arrow.
+	base := unsafe.Pointer(unsafe.SliceData(t.data))
+	values = unsafe.Slice((*float64)(unsafe.Add(base, l.valuesAt+8*off)), n)
+	if t.pt == PeriodTimestamp {
+		secs = unsafe.Slice((*int64)(unsafe.Add(base, l.periodsAt+8*off)), n)
+	} else {
+		days = unsafe.Slice((*int32)(unsafe.Add(base, l.periodsAt+4*off)), n)
+	}
+	return days, secs, values, freqByCode[*(*uint8)(unsafe.Add(rb, 13))&7], true
 }
 
 // Record returns the record of index row row; ok is false when there is
