@@ -128,8 +128,40 @@ func (r *Result) Release() {
 func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
 	var r reading
 	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
-	// The plain path is get's, inlined: one call level less is what keeps
-	// the guard within a few percent of a lookup (BenchmarkTrustGetGuard).
+	// The common case first, with none of locate's generality: ref has no
+	// "dataset:" and names a series in a snapshot, without pending changes,
+	// in the first dataset (in name order) that holds it. It is locate,
+	// find and get in one frame: their calls, the located they filled and
+	// the stores through their pointers were ~150 instructions of a
+	// ~1,300-instruction lookup (BENCHMARKS.md "Serving snapshot v2").
+	if l := s.list.Load(); l != nil && !s.isClosed.Load() && strings.IndexByte(ref, ':') < 0 {
+	plain:
+		for _, d := range *l {
+			rs, err := d.acquire()
+			if err != nil {
+				break // damaged: locate says how
+			}
+			r.d, r.snap = d, rs.snap
+			row, ok := rs.snap.Lookup(ref)
+			if ok && !rs.delta.Touched(row) {
+				res.Dataset, res.snap = d.name, rs.snap
+				if res.Frequency, err = rs.snap.GetInto(row, from, to, &res.Points); err != nil {
+					r.snap = nil
+					res.Release()
+					return Result{}, fmt.Errorf("get %s: %w", ref, s.damagedIf(d, err))
+				}
+				r.snap = nil // handed to the caller with res
+				return res, nil
+			}
+			r.d, r.snap = nil, nil
+			rs.snap.Unref()
+			if ok || rs.delta.Has(ref) {
+				break plain // pending changes, or a series the delta created
+			}
+		}
+	}
+	// Everything else: "dataset:id", a series with pending changes or only
+	// in the delta, a damaged dataset on the way, not found.
 	var l located
 	if err = s.locate(ref, &r, &l); err != nil {
 		return Result{}, err
@@ -138,11 +170,8 @@ func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
 		err = s.getMerged(l, ref, from, to, &r, &res)
 		return res, err
 	}
-	// Fields set one by one, not from a Result literal: the literal is
-	// built on the stack and copied (15 words), and the record would be
-	// decoded twice (GetFrequency reads it once).
 	res.Dataset, res.snap = l.d.name, l.rs.snap
-	if res.Points, res.Frequency, err = l.rs.snap.GetFrequency(l.row, from, to); err != nil {
+	if res.Frequency, err = l.rs.snap.GetInto(l.row, from, to, &res.Points); err != nil {
 		r.snap = nil
 		res.Release()
 		return Result{}, fmt.Errorf("get %s: %w", ref, s.damagedIf(l.d, err))
@@ -162,7 +191,7 @@ func (s *Store) get(ref string, from, to int64, r *reading, res *Result) error {
 	}
 	*res = Result{Dataset: l.d.name, snap: l.rs.snap}
 	if !l.pending {
-		if res.Points, res.Frequency, err = l.rs.snap.GetFrequency(l.row, from, to); err != nil {
+		if res.Frequency, err = l.rs.snap.GetInto(l.row, from, to, &res.Points); err != nil {
 			r.snap = nil
 			res.Release()
 			return fmt.Errorf("get %s: %w", ref, s.damagedIf(l.d, err))
