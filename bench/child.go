@@ -135,6 +135,7 @@ func childOpen(a childArgs) (map[string]any, error) {
 		"open_major_faults": ru1.Majflt - ru0.Majflt,
 	}
 	if a.id != "" {
+		unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 		t1 := time.Now()
 		r, err := st.Get(a.id, snapshot.MinTime, snapshot.MaxTime)
 		if err != nil {
@@ -143,7 +144,13 @@ func childOpen(a childArgs) (map[string]any, error) {
 		s := sumValues(r.Points.Values)
 		r.Release()
 		out["open_first_get_us"] = us(time.Since(t1))
+		unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 		out["rss_first_get_mb"] = rssMB()
+		// The page faults of the first lookup: a major fault is a read
+		// from the disk the lookup waits for (cold open), a minor one a
+		// page-cache page mapped in.
+		out["first_get_minor_faults"] = ru1.Minflt - ru0.Minflt
+		out["first_get_major_faults"] = ru1.Majflt - ru0.Majflt
 		_ = s
 	}
 	st.Close()

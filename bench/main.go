@@ -344,7 +344,7 @@ func run(sc scale, dataDir, profDir string, a childArgs, o runOpts) (*report, er
 	// The whole child as the parent sees it: exec, Go runtime and package
 	// init, open, one lookup, JSON, exit (what a one-shot `es get` pays).
 	rep.Set("open_process_wall_ms", m["child_wall_ms"])
-	for _, k := range []string{"rss_baseline_mb", "rss_open_mb", "rss_open_anon_mb", "rss_open_file_mb", "open_minor_faults", "open_first_get_us", "rss_first_get_mb"} {
+	for _, k := range []string{"rss_baseline_mb", "rss_open_mb", "rss_open_anon_mb", "rss_open_file_mb", "open_minor_faults", "open_first_get_us", "rss_first_get_mb", "first_get_minor_faults"} {
 		rep.Set(k, m[k])
 	}
 	if m, err = child("open", "--home", home, "--reopen", "20"); err != nil {
@@ -368,6 +368,8 @@ func run(sc scale, dataDir, profDir string, a childArgs, o runOpts) (*report, er
 	rep.Set("open_cold_runs_ms", roundAll(vals))
 	rep.Set("open_cold_first_get_us", m["open_first_get_us"])
 	rep.Set("open_cold_major_faults", m["open_major_faults"])
+	rep.Set("open_cold_first_get_major_faults", m["first_get_major_faults"])
+	rep.Set("open_cold_first_get_minor_faults", m["first_get_minor_faults"])
 	rep.Set("cold_still_cached_pct", still)
 
 	// RSS after reading every series once.
