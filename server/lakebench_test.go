@@ -81,7 +81,11 @@ func BenchmarkServerOpenFromLake(b *testing.B) {
 		return t, c
 	}
 	openLake := func() *lake.Lake {
-		l, err := lake.Open(ctx, lake.DefaultOptions(lakeHome))
+		// As es serve opens it: the catalog connects in the background
+		// while the store maps the recorded vintage.
+		o := lake.DefaultOptions(lakeHome)
+		o.ConnectLater = true
+		l, err := lake.Open(ctx, o)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -23,8 +23,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/apache/iceberg-go/catalog"
@@ -137,6 +139,13 @@ type rollbackMark struct {
 	of       int64
 }
 
+// lastLakeError is the last failed publish or catalog check.
+func (s *Server) lastLakeError() error {
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	return s.lk.pubErr
+}
+
 func (s *Server) lakeFailed(err error) {
 	s.lk.Lock()
 	s.lk.pubErr, s.lk.pubErrAt = err, time.Now().UTC()
@@ -154,7 +163,11 @@ func (s *Server) lakeHealth() *LakeHealth {
 	ctx, cancel := context.WithTimeout(s.ctx, lakeCheckTimeout)
 	defer cancel()
 	h := &LakeHealth{Catalog: CatalogReachable}
-	if _, err := l.Catalog().CheckNamespaceExists(ctx, catalog.ToIdentifier(lake.Namespace)); err != nil {
+	cat, err := l.CatalogContext(ctx)
+	if err == nil {
+		_, err = cat.CheckNamespaceExists(ctx, catalog.ToIdentifier(lake.Namespace))
+	}
+	if err != nil {
 		h.Catalog, h.Error = CatalogUnreachable, s.scrub(err.Error())
 	}
 	s.lk.Lock()
@@ -185,18 +198,73 @@ type lakeHead struct {
 	err       error // of reading them; ErrNoDataset: no table
 }
 
-// readLakeHeads reads every table's head once, before the store opens:
-// the store's opener (knownVintage) then maps the vintage to serve without
-// asking the catalog again, and reconcileLake decides from the same read.
-// A catalog that does not answer is recorded (lakeFailed) and leaves the
-// map empty: the home serves what it holds.
+// startLake gives the store's options the lake's hooks and starts
+// reading every table's head (readLakeHeads) while the store opens: the
+// store maps each dataset's recorded vintage (lake.ReadServed) without
+// the catalog, and waits for the heads only for a dataset it has no
+// matching record of. It returns the wait for the heads (nil: the catalog
+// did not answer).
+func (s *Server) startLake(lo *localcache.Options) func() map[string]lakeHead {
+	var (
+		once  sync.Once
+		heads map[string]lakeHead
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		heads = s.readLakeHeads()
+	}()
+	wait := func() map[string]lakeHead {
+		once.Do(func() { <-done })
+		return heads
+	}
+	l := s.opts.Lake
+	home := s.opts.Home
+	fromLake := snapshotOpener(s.ctx, home, func() (*lake.Lake, func(), error) { return l, func() {}, nil }, s.knownVintage, s.log,
+		func(dataset string, si *lake.ServingIndex) {
+			if err := lake.WriteServed(home, dataset, si); err != nil {
+				s.log.Warn("record the served vintage (the next start asks the catalog for it)", "dataset", dataset, "err", err)
+			}
+		})
+	lo.Publish = s.publishToLake
+	lo.OpenSnapshot = func(dataset, id string) (*snapshot.Snapshot, error) {
+		if si, err := lake.ReadServed(home, dataset); err == nil && si.Vintage.Snapshot == id {
+			snap, err := l.OpenServing(dataset, si, snapshot.Options{})
+			if err == nil {
+				s.lk.Lock()
+				if _, ok := s.lk.vintages[dataset]; !ok {
+					s.lk.vintages[dataset] = si.Vintage
+				}
+				s.lk.Unlock()
+				return snap, nil
+			}
+			s.log.Warn("the recorded vintage did not open; asking the catalog", "dataset", dataset, "snapshot", id, "err", err)
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("served-vintage record unreadable; asking the catalog", "dataset", dataset, "err", err)
+		}
+		wait() // knownVintage answers from the heads
+		return fromLake(dataset, id)
+	}
+	return wait
+}
+
+// readLakeHeads reads every table's head once, at New: the store's
+// opener (knownVintage) then maps the vintage to serve without asking
+// the catalog again, and reconcileLake decides from the same read. A
+// catalog that does not answer is recorded (lakeFailed) and gives nil:
+// the home serves what it holds.
 func (s *Server) readLakeHeads() map[string]lakeHead {
 	l := s.opts.Lake
+	cat, err := l.CatalogContext(s.ctx)
+	if err != nil {
+		s.lakeFailed(fmt.Errorf("open the lake's catalog: %w", err))
+		return nil
+	}
 	heads := map[string]lakeHead{}
-	for id, err := range l.Catalog().ListTables(s.ctx, catalog.ToIdentifier(lake.Namespace)) {
+	for id, err := range cat.ListTables(s.ctx, catalog.ToIdentifier(lake.Namespace)) {
 		if err != nil {
 			s.lakeFailed(fmt.Errorf("list the lake's tables: %w", err))
-			break
+			return nil
 		}
 		n := catalog.TableNameFromIdent(id)
 		if format.ValidDatasetName(n) != nil {
@@ -223,6 +291,10 @@ func (s *Server) readLakeHeads() map[string]lakeHead {
 // catalog that does not answer leaves the home serving what it has: it is
 // logged and /healthz says so.
 func (s *Server) reconcileLake(heads map[string]lakeHead) {
+	if heads == nil {
+		s.log.Error("the lake's catalog did not answer at start: the datasets serve the vintages the home recorded; publishes fail until it answers", "err", s.lastLakeError())
+		return
+	}
 	names := map[string]bool{}
 	for _, n := range s.store.DatasetNames() {
 		names[n] = true
@@ -364,6 +436,13 @@ func (s *Server) installFromLake(name string, v lake.Vintage) error {
 // without asking the catalog.
 func SnapshotOpener(ctx context.Context, home string, open func() (*lake.Lake, func(), error), known func(dataset, id string) (lake.Vintage, bool),
 	log *slog.Logger) func(dataset, id string) (*snapshot.Snapshot, error) {
+	return snapshotOpener(ctx, home, open, known, log, nil)
+}
+
+// snapshotOpener is SnapshotOpener; opened, when set, is told where each
+// vintage it mapped out of the lake lies.
+func snapshotOpener(ctx context.Context, home string, open func() (*lake.Lake, func(), error), known func(dataset, id string) (lake.Vintage, bool),
+	log *slog.Logger, opened func(dataset string, si *lake.ServingIndex)) func(dataset, id string) (*snapshot.Snapshot, error) {
 	return func(dataset, id string) (*snapshot.Snapshot, error) {
 		dir := filepath.Join(home, localcache.DatasetsDir, dataset, format.SnapshotsDir, id)
 		var lerr error
@@ -382,9 +461,12 @@ func SnapshotOpener(ctx context.Context, home string, open func() (*lake.Lake, f
 				}
 			}
 			if ok {
-				snap, err := l.OpenSnapshot(ctx, dataset, v, snapshot.Options{})
+				snap, si, err := l.OpenSnapshotIndex(ctx, dataset, v, snapshot.Options{})
 				release()
 				if err == nil {
+					if opened != nil {
+						opened(dataset, si)
+					}
 					return snap, nil
 				}
 				lerr = err

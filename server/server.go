@@ -251,11 +251,9 @@ func New(o Options) (*Server, error) {
 	s.lk.vintages, s.lk.refused, s.lk.installing = map[string]lake.Vintage{}, map[string]string{}, map[string]string{}
 	s.lk.rollbackOf = map[string]rollbackMark{}
 	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep}
-	var heads map[string]lakeHead
+	var heads func() map[string]lakeHead
 	if o.Lake != nil {
-		heads = s.readLakeHeads()
-		lo.Publish = s.publishToLake
-		lo.OpenSnapshot = SnapshotOpener(s.ctx, o.Home, func() (*lake.Lake, func(), error) { return o.Lake, func() {}, nil }, s.knownVintage, o.Logger)
+		heads = s.startLake(lo) // lakeserve.go: reads the heads while the store opens
 	}
 	st, err := localcache.Open(o.Home, lo)
 	if err != nil {
@@ -285,7 +283,7 @@ func New(o Options) (*Server, error) {
 		}
 	}
 	if o.Lake != nil {
-		s.reconcileLake(heads)
+		s.reconcileLake(heads())
 	}
 	s.startReplica()
 	s.wg.Add(1)

@@ -43,11 +43,19 @@ func (f *lakeFlags) options(home string) (lake.Options, error) {
 
 // open opens (creating if needed) home's lake.
 func (f *lakeFlags) open(home string, log *slog.Logger) (*lake.Lake, error) {
+	return f.openWith(home, log, false)
+}
+
+// openWith is open; later connects the catalog in the background (es
+// serve: it maps its recorded vintages meanwhile, and starts while the
+// catalog is down).
+func (f *lakeFlags) openWith(home string, log *slog.Logger, later bool) (*lake.Lake, error) {
 	o, err := f.options(home)
 	if err != nil {
 		return nil, err
 	}
 	o.Logger = log
+	o.ConnectLater = later
 	l, err := lake.Open(context.Background(), o)
 	if err != nil {
 		return nil, fmt.Errorf("open the lake (catalog %q, warehouse %q): %w", orDefault(f.catalog, filepath.Join(home, lake.Dir, lake.CatalogFile)), orDefault(f.warehouse, filepath.Join(home, lake.Dir, lake.WarehouseDir)), err)

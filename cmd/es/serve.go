@@ -65,7 +65,7 @@ func runServe(e *env, args []string) error {
 		}
 	}
 	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
-	lk, err := lf.open(home, log)
+	lk, err := lf.openWith(home, log, true)
 	if err != nil {
 		return err
 	}

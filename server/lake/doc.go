@@ -27,6 +27,9 @@
 //     file, or out of a verified downloaded copy for a remote warehouse),
 //     locating the blobs from the table metadata; the per-dataset cache
 //     of the table loaded last.
+//   - served.go: the served-vintage record a server keeps in its home
+//     (WriteServed, ReadServed), mapped again without the catalog by
+//     OpenServing (open.go).
 //   - history.go: Rollback, Tag, Expire.
 //   - syncfs.go: the fsyncing "file" IO scheme that replaces iceberg-go's
 //     LocalFS (which never fsyncs).

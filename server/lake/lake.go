@@ -128,6 +128,13 @@ type Options struct {
 	// Logger receives warnings (a losing attempt's cleanup that failed).
 	// nil discards.
 	Logger *slog.Logger
+	// ConnectLater: Open returns without waiting for the catalog, which
+	// it connects in the background; the first call that needs it waits,
+	// and a catalog that cannot be reached fails that call
+	// (ErrCatalogUnreachable; the next call tries again) instead of Open.
+	// A server sets it: it maps its recorded vintages while the catalog
+	// opens, and starts while the catalog is down (OpenServing).
+	ConnectLater bool
 }
 
 // DefaultOptions returns the options of the embedded default for home.
@@ -192,11 +199,19 @@ func (o Options) Validate() error {
 // several Lakes (in one process or several) may share a catalog: commits
 // are compare-and-swap on the table's main branch.
 type Lake struct {
-	opts      Options
-	metrics   struct{ commits, conflicts, cleaned atomic.Int64 }
-	cat       catalog.Catalog
-	warehouse string // URI (file:///...)
-	ns        table.Identifier
+	opts    Options
+	metrics struct{ commits, conflicts, cleaned atomic.Int64 }
+	props   iceberg.Properties // of the catalog
+
+	// The catalog, once connected (CatalogContext); connecting is closed
+	// when the connection under way ends, connErr is the last failure.
+	cmu        sync.Mutex
+	cat        catalog.Catalog
+	connecting chan struct{}
+	connErr    error
+	closed     bool
+	warehouse  string // URI (file:///...)
+	ns         table.Identifier
 
 	// tables holds the table loaded last per dataset (OpenSnapshot reuses
 	// it when it holds the vintage asked for).
@@ -212,7 +227,8 @@ type Lake struct {
 	beforeCommit func()
 }
 
-// Open opens (creating if needed) the catalog and the namespace.
+// Open opens (creating if needed) the catalog and the namespace; with
+// Options.ConnectLater it returns at once and connects in the background.
 func Open(ctx context.Context, o Options) (*Lake, error) {
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
@@ -258,16 +274,100 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 			props[iceio.S3Region] = o.S3Region
 		}
 	}
-	cat, err := catalog.Load(ctx, CatalogName, props)
-	if err != nil {
-		return nil, fmt.Errorf("lake: open catalog: %w", err)
+	l := &Lake{opts: o, props: props, warehouse: wh, ns: catalog.ToIdentifier(Namespace)}
+	if o.ConnectLater {
+		l.startConnect()
+		return l, nil
 	}
-	l := &Lake{opts: o, cat: cat, warehouse: wh, ns: catalog.ToIdentifier(Namespace)}
-	if err := cat.CreateNamespace(ctx, l.ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-		l.Close()
-		return nil, fmt.Errorf("lake: create namespace: %w", err)
+	if _, err := l.CatalogContext(ctx); err != nil {
+		return nil, err
 	}
 	return l, nil
+}
+
+// ErrCatalogUnreachable: the catalog could not be opened (a database
+// that does not answer, a REST service down); the error wraps the cause.
+var ErrCatalogUnreachable = errors.New("lake: catalog unreachable")
+
+// CatalogContext returns the catalog, waiting for its connection (Open
+// with Options.ConnectLater connects in the background). A connection
+// that failed is tried again by the next call; its error wraps
+// ErrCatalogUnreachable.
+func (l *Lake) CatalogContext(ctx context.Context) (catalog.Catalog, error) {
+	l.cmu.Lock()
+	if l.cat != nil || l.closed {
+		c := l.cat
+		l.cmu.Unlock()
+		if c == nil {
+			return nil, ErrClosed
+		}
+		return c, nil
+	}
+	ch := l.connecting
+	l.cmu.Unlock()
+	if ch == nil {
+		ch = l.startConnect()
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrCatalogUnreachable, ctx.Err())
+	}
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	if l.cat != nil {
+		return l.cat, nil
+	}
+	if l.closed {
+		return nil, ErrClosed
+	}
+	return nil, l.connErr
+}
+
+// startConnect starts a connection to the catalog unless one is under
+// way, and returns the channel closed when it ends.
+func (l *Lake) startConnect() chan struct{} {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	if l.connecting != nil {
+		return l.connecting
+	}
+	ch := make(chan struct{})
+	l.connecting = ch
+	go func() {
+		cat, err := l.connect(context.Background())
+		l.cmu.Lock()
+		defer l.cmu.Unlock()
+		defer close(ch)
+		l.connecting = nil
+		if err != nil {
+			l.connErr = err
+			return
+		}
+		if l.closed {
+			if c, ok := cat.(catalog.Closer); ok {
+				c.Close()
+			}
+			return
+		}
+		l.cat, l.connErr = cat, nil
+	}()
+	return ch
+}
+
+// connect opens the catalog and creates the namespace if needed.
+func (l *Lake) connect(ctx context.Context) (catalog.Catalog, error) {
+	cat, err := catalog.Load(ctx, CatalogName, l.props)
+	if err != nil {
+		return nil, fmt.Errorf("%w: open catalog: %w", ErrCatalogUnreachable, err)
+	}
+	if err := cat.CreateNamespace(ctx, l.ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		if c, ok := cat.(catalog.Closer); ok {
+			c.Close()
+		}
+		return nil, fmt.Errorf("%w: create namespace: %w", ErrCatalogUnreachable, err)
+	}
+	return cat, nil
 }
 
 // catalogProps maps Options to iceberg-go catalog properties.
@@ -316,7 +416,12 @@ func (l *Lake) Metrics() Metrics {
 
 // Close releases the catalog.
 func (l *Lake) Close() error {
-	if c, ok := l.cat.(catalog.Closer); ok {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	l.closed = true
+	cat := l.cat
+	l.cat = nil
+	if c, ok := cat.(catalog.Closer); ok {
 		return c.Close()
 	}
 	return nil
@@ -326,8 +431,12 @@ func (l *Lake) Close() error {
 func (l *Lake) Warehouse() string { return l.warehouse }
 
 // Catalog exposes the iceberg-go catalog (tests and tools that read the
-// lake with iceberg-go's own scan).
-func (l *Lake) Catalog() catalog.Catalog { return l.cat }
+// lake with iceberg-go's own scan), waiting for its connection; nil when
+// it cannot be reached (CatalogContext says why).
+func (l *Lake) Catalog() catalog.Catalog {
+	c, _ := l.CatalogContext(context.Background())
+	return c
+}
 
 // Identifier is the table identifier of dataset.
 func (l *Lake) Identifier(dataset string) table.Identifier {
@@ -339,7 +448,11 @@ func (l *Lake) load(ctx context.Context, dataset string) (*table.Table, error) {
 	if err := format.ValidDatasetName(dataset); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoDataset, err)
 	}
-	t, err := l.cat.LoadTable(ctx, l.Identifier(dataset))
+	cat, err := l.CatalogContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := cat.LoadTable(ctx, l.Identifier(dataset))
 	if errors.Is(err, catalog.ErrNoSuchTable) {
 		return nil, fmt.Errorf("%w: %s", ErrNoDataset, dataset)
 	}

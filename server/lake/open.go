@@ -43,52 +43,111 @@ import (
 // every byte), or whose blobs are not page-aligned, is an error wrapping
 // *format.CorruptionError. Nothing is left mapped after an error.
 func (l *Lake) OpenSnapshot(ctx context.Context, dataset string, v Vintage, o snapshot.Options) (*snapshot.Snapshot, error) {
+	s, _, err := l.OpenSnapshotIndex(ctx, dataset, v, o)
+	return s, err
+}
+
+// OpenSnapshotIndex is OpenSnapshot that also returns where the
+// vintage's artifacts lie (what a server records to map it again without
+// the catalog: OpenServing).
+func (l *Lake) OpenSnapshotIndex(ctx context.Context, dataset string, v Vintage, o snapshot.Options) (*snapshot.Snapshot, *ServingIndex, error) {
 	lt, fromCache, err := l.tableFor(ctx, dataset, v.IcebergSnapshot)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s, err := l.openIn(ctx, lt, dataset, v, o)
+	s, si, err := l.openIn(ctx, lt, dataset, v, o)
 	if fromCache && (errors.Is(err, ErrNoServingIndex) || errors.Is(err, os.ErrNotExist)) {
 		// The cached metadata may predate an expiry that deleted the
 		// file: ask the catalog again.
 		if lt, err = l.loadIndexed(ctx, dataset); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		s, err = l.openIn(ctx, lt, dataset, v, o)
+		s, si, err = l.openIn(ctx, lt, dataset, v, o)
 	}
-	return s, err
+	return s, si, err
 }
 
-func (l *Lake) openIn(ctx context.Context, lt *loaded, dataset string, v Vintage, o snapshot.Options) (*snapshot.Snapshot, error) {
+func (l *Lake) openIn(ctx context.Context, lt *loaded, dataset string, v Vintage, o snapshot.Options) (*snapshot.Snapshot, *ServingIndex, error) {
 	t := lt.t
 	si, err := locate(ctx, lt, dataset, v.IcebergSnapshot)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if v.Snapshot != "" && v.Snapshot != si.Vintage.Snapshot {
-		return nil, fmt.Errorf("%w: iceberg snapshot %d of %s is es snapshot %s, not %s", ErrUnknownVintage, v.IcebergSnapshot, dataset, si.Vintage.Snapshot, v.Snapshot)
+		return nil, nil, fmt.Errorf("%w: iceberg snapshot %d of %s is es snapshot %s, not %s", ErrUnknownVintage, v.IcebergSnapshot, dataset, si.Vintage.Snapshot, v.Snapshot)
 	}
 	path, err := l.localCopy(ctx, t, dataset, si)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	s, err := mapServing(path, dataset, si, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, si, nil
+}
+
+// mapServing maps si's artifacts out of the Puffin file (or its verified
+// copy) at path.
+func mapServing(path, dataset string, si *ServingIndex, o snapshot.Options) (*snapshot.Snapshot, error) {
 	set := snapshot.FileSet{}
 	for _, b := range si.Blobs {
 		set[b.File] = snapshot.Region{Path: path, Offset: b.Offset, Length: b.Length}
 	}
+	id := si.Vintage.IcebergSnapshot
 	s, err := snapshot.OpenFiles(set, o)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, &NoServingIndexError{Dataset: dataset, IcebergSnapshot: v.IcebergSnapshot, Reason: "puffin file missing: " + si.Location}
+		return nil, &NoServingIndexError{Dataset: dataset, IcebergSnapshot: id, Reason: "puffin file missing: " + si.Location}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lake: open vintage %s (iceberg snapshot %d) of %s: %w", si.Vintage.Snapshot, v.IcebergSnapshot, dataset, err)
+		return nil, fmt.Errorf("lake: open vintage %s (iceberg snapshot %d) of %s: %w", si.Vintage.Snapshot, id, dataset, err)
 	}
 	if s.ID() != si.Vintage.Snapshot {
 		s.Close()
-		return nil, fmt.Errorf("lake: open iceberg snapshot %d of %s: %w", v.IcebergSnapshot, dataset,
+		return nil, fmt.Errorf("lake: open iceberg snapshot %d of %s: %w", id, dataset,
 			&format.CorruptionError{File: format.ManifestFile, Offset: -1, Err: fmt.Errorf("snapshot %s, the vintage says %s", s.ID(), si.Vintage.Snapshot)})
 	}
 	return s, nil
+}
+
+// OpenServing maps the vintage si locates (as OpenSnapshotIndex returned
+// it, kept by the caller) WITHOUT the catalog: out of the Puffin file of
+// a file:// warehouse, or out of its verified copy in Options.CacheDir for
+// a remote one (a copy is only ever renamed into the cache verified;
+// OpenServing downloads nothing: a vintage not cached is
+// *NoServingIndexError). A server uses it at start, to serve the
+// vintage it recorded while its catalog opens or is down. The manifest
+// mapped must be si's snapshot.
+func (l *Lake) OpenServing(dataset string, si *ServingIndex, o snapshot.Options) (*snapshot.Snapshot, error) {
+	if err := si.check(); err != nil {
+		return nil, &format.CorruptionError{File: si.Location, Offset: -1, Err: err}
+	}
+	path := si.Path
+	if path == "" || l.forceDownload {
+		if l.opts.CacheDir == "" {
+			return nil, &NoServingIndexError{Dataset: dataset, IcebergSnapshot: si.Vintage.IcebergSnapshot, Reason: "remote warehouse and no cache directory"}
+		}
+		path = filepath.Join(l.opts.CacheDir, cacheName(si.Location))
+		st, err := os.Stat(path)
+		if err != nil || (si.Size > 0 && st.Size() != si.Size) {
+			return nil, &NoServingIndexError{Dataset: dataset, IcebergSnapshot: si.Vintage.IcebergSnapshot, Reason: "no verified copy of " + si.Location + " in the cache"}
+		}
+	}
+	return mapServing(path, dataset, si, o)
+}
+
+// check applies the layout rules to a ServingIndex read from elsewhere.
+func (si *ServingIndex) check() error {
+	if si.Vintage.Snapshot == "" || si.Location == "" {
+		return errors.New("serving index without vintage or location")
+	}
+	seen := map[string]bool{}
+	for _, b := range si.Blobs {
+		if err := checkBlob(b.File, b.Type, b.Offset, si.Size, b.Length, b.SHA256, seen); err != nil {
+			return err
+		}
+	}
+	return checkRequired(seen)
 }
 
 // locate finds vintage id's serving artifacts: from the blob offsets the

@@ -209,15 +209,19 @@ func (s *source) verify(dir string) error {
 // and checks the period type.
 func (l *Lake) loadOrCreate(ctx context.Context, dataset string, pt format.PeriodType) (*table.Table, error) {
 	ident := l.Identifier(dataset)
-	t, err := l.cat.LoadTable(ctx, ident)
+	cat, err := l.CatalogContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := cat.LoadTable(ctx, ident)
 	if errors.Is(err, catalog.ErrNoSuchTable) {
-		t, err = l.cat.CreateTable(ctx, ident, icebergSchema(pt), catalog.WithProperties(iceberg.Properties{
+		t, err = cat.CreateTable(ctx, ident, icebergSchema(pt), catalog.WithProperties(iceberg.Properties{
 			"format-version":                  "2",
 			"write.parquet.compression-codec": "zstd",
 			"energyscope.dataset":             dataset,
 		}))
 		if errors.Is(err, catalog.ErrTableAlreadyExists) {
-			t, err = l.cat.LoadTable(ctx, ident)
+			t, err = cat.LoadTable(ctx, ident)
 		}
 	}
 	if err != nil {
@@ -358,11 +362,15 @@ func (l *Lake) commitRetrying(ctx context.Context, dataset string, t *table.Tabl
 // commit happened; otherwise the attempt's files are deleted and the
 // fresh table is returned for a retry (nil if it cannot be loaded).
 func (l *Lake) commit(ctx context.Context, dataset string, base *table.Table, a *attempt) (fresh *table.Table, committed bool, err error) {
+	cat, err := l.CatalogContext(ctx)
+	if err != nil {
+		return nil, false, err
+	}
 	tc, err := a.txn.TableCommit()
 	if err == nil {
-		_, _, err = l.cat.CommitTable(ctx, l.Identifier(dataset), tc.Requirements, append(tc.Updates, a.updates...))
+		_, _, err = cat.CommitTable(ctx, l.Identifier(dataset), tc.Requirements, append(tc.Updates, a.updates...))
 	}
-	fresh, lerr := l.cat.LoadTable(ctx, l.Identifier(dataset))
+	fresh, lerr := cat.LoadTable(ctx, l.Identifier(dataset))
 	if err == nil {
 		a.txn.MarkCommitted()
 		if lerr != nil {

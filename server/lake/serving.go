@@ -178,22 +178,22 @@ func writePuffinTo(f io.Writer, loc string, src *source) (table.StatisticsFile, 
 
 // Blob is one serving artifact inside a vintage's Puffin file.
 type Blob struct {
-	File   string // name in a snapshot directory (manifest.json, data.arrow, ...)
-	Type   string // Puffin blob type
-	Offset int64  // byte offset in the Puffin file, a multiple of PageSize
-	Length int64
-	SHA256 string
+	File   string `json:"file"`   // name in a snapshot directory (manifest.json, data.arrow, ...)
+	Type   string `json:"type"`   // Puffin blob type
+	Offset int64  `json:"offset"` // byte offset in the Puffin file, a multiple of PageSize
+	Length int64  `json:"length"`
+	SHA256 string `json:"sha256"`
 }
 
 // ServingIndex locates a vintage's serving artifacts.
 type ServingIndex struct {
-	Vintage Vintage
+	Vintage Vintage `json:"vintage"`
 	// Location is the Puffin file's URI; Path the local path when the
 	// warehouse is file:// (empty otherwise).
-	Location string
-	Path     string
-	Size     int64
-	Blobs    []Blob
+	Location string `json:"location"`
+	Path     string `json:"path,omitempty"`
+	Size     int64  `json:"size"`
+	Blobs    []Blob `json:"blobs"`
 }
 
 // Blob returns the artifact named file, or false.
