@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,4 +405,62 @@ func (s *Server) Restart() {
 	if err := s.run(); err != nil {
 		s.t.Fatalf("testweed: restart: %v", err)
 	}
+}
+
+// Objects lists the keys of the objects in bucket under prefix (a key
+// prefix ending in "/", or ""), sorted, read from the filer's own view of
+// the bucket (not through S3).
+func (s *Server) Objects(bucket, prefix string) ([]string, error) {
+	var keys []string
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		last := ""
+		for {
+			u := s.Filer + "/buckets/" + bucket + "/" + dir + "?limit=1000&lastFileName=" + url.QueryEscape(last)
+			req, err := http.NewRequest(http.MethodGet, u, nil)
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Accept", "application/json")
+			resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+			if err != nil {
+				return err
+			}
+			var page struct {
+				Entries []struct {
+					FullPath string
+					Mode     uint32
+				}
+				LastFileName          string
+				ShouldDisplayLoadMore bool
+			}
+			err = json.NewDecoder(resp.Body).Decode(&page)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNotFound {
+				return nil
+			}
+			if err != nil || resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("testweed: list %s: %s %v", u, resp.Status, err)
+			}
+			for _, e := range page.Entries {
+				key := strings.TrimPrefix(e.FullPath, "/buckets/"+bucket+"/")
+				if os.FileMode(e.Mode)&os.ModeDir != 0 {
+					if err := walk(key + "/"); err != nil {
+						return err
+					}
+					continue
+				}
+				keys = append(keys, key)
+			}
+			if !page.ShouldDisplayLoadMore || len(page.Entries) == 0 {
+				return nil
+			}
+			last = page.LastFileName
+		}
+	}
+	if err := walk(prefix); err != nil {
+		return nil, err
+	}
+	sort.Strings(keys)
+	return keys, nil
 }
