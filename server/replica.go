@@ -105,8 +105,15 @@ func (s *Server) followLakeOnce() {
 	l := s.opts.Lake
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
+	cat, err := l.CatalogContext(ctx)
+	if err != nil {
+		s.rp.mu.Lock()
+		s.rp.err = fmt.Errorf("open the lake's catalog: %w", err)
+		s.rp.mu.Unlock()
+		return
+	}
 	var names []string
-	for id, err := range l.Catalog().ListTables(ctx, catalog.ToIdentifier(lake.Namespace)) {
+	for id, err := range cat.ListTables(ctx, catalog.ToIdentifier(lake.Namespace)) {
 		if err != nil {
 			s.rp.mu.Lock()
 			s.rp.err = fmt.Errorf("list the lake's tables: %w", err)
