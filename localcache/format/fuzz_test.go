@@ -280,18 +280,25 @@ func FuzzOpenHot(f *testing.F) {
 				}
 			}
 			for row := uint32(0); row <= uint32(x.N); row++ {
-				hd, hs, hv, hf, hok := h.HotSlice(row)
+				hd, hv, hf, hok := h.HotDays(row)
+				hs, hv2, hf2, hok2 := h.HotSecs(row)
+				if hok && hok2 {
+					t.Fatalf("row %d: both HotDays and HotSecs answer", row)
+				}
+				if hok2 {
+					hv, hf, hok = hv2, hf2, true
+				}
 				rec, ok := h.Record(row)
 				if !ok {
 					if hok {
-						t.Fatalf("row %d: HotSlice answers a row Record does not have", row)
+						t.Fatalf("row %d: HotDays/HotSecs answer a row Record does not have", row)
 					}
 					continue
 				}
 				_ = rec.Frequency()
 				if rec.Tier != Hot {
 					if hok {
-						t.Fatalf("row %d: HotSlice answers a cold series", row)
+						t.Fatalf("row %d: HotDays/HotSecs answer a cold series", row)
 					}
 					continue
 				}
@@ -299,15 +306,15 @@ func FuzzOpenHot(f *testing.F) {
 				if err != nil {
 					isCorruption(t, err)
 					if hok {
-						t.Fatalf("row %d: HotSlice answers a record Slice refuses (%v)", row, err)
+						t.Fatalf("row %d: HotDays/HotSecs answer a record Slice refuses (%v)", row, err)
 					}
 					continue
 				}
-				// HotSlice is Record + Slice in one call: the same
+				// HotDays/HotSecs are Record + Slice in one call: the same
 				// points, or declined (an empty series).
 				if hok != (len(vals) > 0) || (hok && hf != rec.Frequency()) || len(hv) != len(vals) || len(hd) != len(days) || len(hs) != len(secs) ||
 					(len(vals) > 0 && (&hv[0] != &vals[0] || (len(days) > 0 && &hd[0] != &days[0]) || (len(secs) > 0 && &hs[0] != &secs[0]))) {
-					t.Fatalf("row %d: HotSlice (%v, %d/%d/%d, %s) differs from Record + Slice (%d/%d/%d, %s)", row, hok, len(hd), len(hs), len(hv), hf, len(days), len(secs), len(vals), rec.Frequency())
+					t.Fatalf("row %d: HotDays/HotSecs (%v, %d/%d/%d, %s) differs from Record + Slice (%d/%d/%d, %s)", row, hok, len(hd), len(hs), len(hv), hf, len(days), len(secs), len(vals), rec.Frequency())
 				}
 				if len(vals) != int(rec.Length) || len(days)+len(secs) != int(rec.Length) {
 					t.Fatalf("row %d: slices of %d/%d/%d for %d rows", row, len(days), len(secs), len(vals), rec.Length)

@@ -372,33 +372,41 @@ func (s *Snapshot) GetFrequency(row uint32, from, to int64) (Points, format.Freq
 // set, nil when unused): the store's Get fills its Result in place rather
 // than copying nine words of Points back up. On error *p is left empty.
 func (s *Snapshot) GetInto(row uint32, from, to int64, p *Points) (format.Frequency, error) {
-	days, secs, vals, freq, ok := s.hot.HotSlice(row)
+	if days, vals, freq, ok := s.hot.HotDays(row); ok {
+		narrowDays(days, vals, from, to, p)
+		return freq, nil
+	}
+	secs, vals, freq, ok := s.hot.HotSecs(row)
 	if !ok {
+		var days []int32
 		var err error
 		if days, secs, vals, freq, err = s.slowSlice(row); err != nil || len(vals) == 0 {
 			*p = Points{}
 			return freq, err
 		}
+		if days != nil {
+			narrowDays(days, vals, from, to, p)
+			return freq, nil
+		}
 	}
-	if from > to {
+	lo, hi := 0, len(secs)
+	if from > secs[0] {
+		lo = searchSecs(secs, from)
+	}
+	if to < secs[hi-1] {
+		hi = lo + searchSecs(secs[lo:], to+1)
+	}
+	if lo >= hi {
 		*p = Points{}
 		return freq, nil
 	}
-	if secs != nil {
-		lo, hi := 0, len(secs)
-		if from > secs[0] {
-			lo = searchSecs(secs, from)
-		}
-		if to < secs[hi-1] {
-			hi = lo + searchSecs(secs[lo:], to+1)
-		}
-		if lo >= hi {
-			*p = Points{}
-			return freq, nil
-		}
-		*p = Points{Secs: secs[lo:hi:hi], Values: vals[lo:hi:hi]}
-		return freq, nil
-	}
+	p.Days, p.Secs, p.Values = nil, secs[lo:hi:hi], vals[lo:hi:hi]
+	return freq, nil
+}
+
+// narrowDays writes to *p the points of a series (days, non-empty) with
+// from <= period <= to. An end past the series' own is not searched for.
+func narrowDays(days []int32, vals []float64, from, to int64, p *Points) {
 	lo, hi := 0, len(days)
 	if fd := dayBound(from, false); fd > int64(days[0]) {
 		lo = searchDays(days, fd)
@@ -408,13 +416,14 @@ func (s *Snapshot) GetInto(row uint32, from, to int64, p *Points) (format.Freque
 	}
 	if lo >= hi {
 		*p = Points{}
-		return freq, nil
+		return
 	}
-	*p = Points{Days: days[lo:hi:hi], Values: vals[lo:hi:hi]}
-	return freq, nil
+	// Field by field: a Points literal is built on the stack, zeroed and
+	// copied (~20 instructions more a lookup).
+	p.Days, p.Secs, p.Values = days[lo:hi:hi], nil, vals[lo:hi:hi]
 }
 
-// slowSlice is the whole series of row when HotSlice declines it: a cold
+// slowSlice is the whole series of row when HotDays and HotSecs decline it: a cold
 // series (read through its tail.parquet block), an empty one, or a record
 // that is corrupt (a CorruptionError).
 func (s *Snapshot) slowSlice(row uint32) (days []int32, secs []int64, vals []float64, freq format.Frequency, err error) {
