@@ -24,7 +24,7 @@ type lakeFlags struct {
 }
 
 func (f *lakeFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&f.catalog, "catalog", "", "Iceberg catalog of the lake: empty = embedded SQLite at HOME/lake/catalog.db; postgres://... (several servers), http(s)://... (REST) or sqlite:PATH")
+	fs.StringVar(&f.catalog, "catalog", "", "Iceberg catalog of the lake: empty = embedded SQLite at HOME/lake/catalog.db; postgres://... (several servers), http(s)://... (REST; credentials from ES_CATALOG_CREDENTIAL=ID:SECRET or ES_CATALOG_TOKEN) or sqlite:PATH")
 	fs.StringVar(&f.warehouse, "warehouse", "", "where the lake's data and serving files go: file:///PATH, an absolute path or s3://BUCKET/PREFIX (default HOME/lake/warehouse)")
 	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// --warehouse (credentials from the usual AWS variables)")
 }

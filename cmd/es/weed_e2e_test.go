@@ -14,13 +14,16 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/internal/testweed"
+	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/lake"
 )
 
 // TestServeWeedLake: a real es serve whose lake is SeaweedFS on loopback
 // (internal/testweed): its Iceberg REST catalog (--catalog, the
 // credential from ES_CATALOG_CREDENTIAL) and an s3:// warehouse
-// (--warehouse, --s3-endpoint, the AWS_* credentials). Two PUTs of a
+// (--warehouse, --s3-endpoint, the AWS_* credentials). A server with a
+// wrong catalog credential reports its catalog unreachable and refuses
+// PUTs. Two PUTs of a
 // dataset are two vintages whose files lie in the bucket and nowhere in
 // the home but the download cache; GET answers the current one and
 // ?asof= the older (by es snapshot id and by time); es vintages with the
@@ -32,9 +35,34 @@ func TestServeWeedLake(t *testing.T) {
 	skipE2E(t)
 	w := testweed.Start(t)
 	w.Setenv(t) // the es children inherit the environment
+	lakeArgs := []string{"--catalog", w.Catalog, "--warehouse", w.RESTWarehouse(), "--s3-endpoint", w.S3}
+
+	// A wrong catalog credential: the server starts, says in /healthz that
+	// its catalog is unreachable and why, refuses a PUT with 503, and
+	// nothing reaches the bucket.
+	t.Setenv(lake.EnvCatalogCredential, w.AccessKey+":wrong")
+	bad := newE2EServer(t, t.TempDir())
+	bad.extraArgs = lakeArgs
+	bad.start("127.0.0.1:0")
+	var health server.Health
+	if _, b, err := bad.do("GET", "/healthz", bad.read, "", nil); err != nil || json.Unmarshal(b, &health) != nil {
+		t.Fatalf("healthz: %v %s", err, b)
+	}
+	if health.Lake == nil || health.Lake.Catalog != server.CatalogUnreachable || health.Lake.Error == "" {
+		t.Fatalf("healthz with a wrong catalog credential: %+v", health.Lake)
+	}
+	t.Logf("wrong credential: /healthz lake.error %q", health.Lake.Error)
+	if code, b, err := bad.do("PUT", "/v1/datasets/stocks?series_col=symbol&period_col=date&value_col=price&frequency=M", bad.write, "text/csv", []byte("symbol,date,price\nMSFT,2000-01-01,1\n")); err != nil || code != 503 {
+		t.Fatalf("PUT with a wrong catalog credential: %d %v %s, want 503", code, err, b)
+	}
+	if objs, err := w.Objects(w.TableBucket, ""); err != nil || len(objs) != 0 {
+		t.Fatalf("bucket after the refused PUT: %v %v", objs, err)
+	}
+	bad.p.kill()
+	t.Setenv(lake.EnvCatalogCredential, w.Credential())
+
 	home := t.TempDir()
 	s := newE2EServer(t, home)
-	lakeArgs := []string{"--catalog", w.Catalog, "--warehouse", w.RESTWarehouse(), "--s3-endpoint", w.S3}
 	s.extraArgs = lakeArgs
 	s.start("127.0.0.1:0")
 
