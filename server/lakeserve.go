@@ -109,7 +109,11 @@ func (s *Server) publishToLake(dataset, dir string, m *format.Manifest) error {
 		return nil // the lake's own vintage, installed by installFromLake
 	}
 	start := time.Now()
+	po.Over = s.publishOver(dataset, m) // replica.go: a compaction is pinned to its parent
 	v, err := s.opts.Lake.PublishWith(s.ctx, dataset, dir, po)
+	if errors.Is(err, lake.ErrHeadMoved) {
+		return err // another replica published first: not a failure of the lake
+	}
 	if err != nil {
 		s.lakeFailed(err)
 		if errors.Is(err, lake.ErrSchemaChanged) {

@@ -51,8 +51,9 @@ type replicaState struct {
 	err     error
 	// pending: datasets whose lake vintage is not served yet, and why.
 	pending map[string]pendingVintage
-	// installs counts vintages installed by followLake (Metrics, tests).
-	installs int64
+	// installs counts vintages installed from the lake at run time,
+	// lostCompactions compactions that lost to another replica's commit.
+	installs, lostCompactions int64
 	// ready: the server has read the lake's heads once and serves every
 	// dataset the lake holds (set once; ReplicaHealth.Serving).
 	ready bool
@@ -147,8 +148,16 @@ func (s *Server) followLakeOnce() {
 }
 
 // followDataset installs the lake's current vintage of dataset name if
-// this server does not serve it.
+// this server does not serve it and is not changing it itself.
 func (s *Server) followDataset(ctx context.Context, name string) {
+	s.syncDataset(ctx, name, false)
+}
+
+// syncDataset installs the lake's current vintage of dataset name if this
+// server does not serve it; unless force, not while the server changes
+// the dataset itself (busy) nor during the backoff after a failed
+// install. It returns the install's error.
+func (s *Server) syncDataset(ctx context.Context, name string, force bool) error {
 	l := s.opts.Lake
 	// The head first, then what this server does: a commit of its own
 	// that lands between the two reads is seen as busy or as served.
@@ -157,14 +166,15 @@ func (s *Server) followDataset(ctx context.Context, name string) {
 		head, err = l.Current(ctx, name) // another engine's head: the vintage below it
 	}
 	if errors.Is(err, lake.ErrUnknownVintage) || errors.Is(err, lake.ErrNoDataset) || errors.Is(err, lake.ErrNoServingIndex) {
-		return // nothing to serve (reconcile and /healthz report foreign heads)
+		return nil // nothing to serve (reconcile and /healthz report foreign heads)
 	}
 	if err != nil {
-		s.setPending(name, head, fmt.Errorf("read the lake's head: %w", err), false)
-		return
+		err = fmt.Errorf("read the lake's head: %w", err)
+		s.setPending(name, head, err, false)
+		return err
 	}
-	if s.busy(name) {
-		return
+	if !force && s.busy(name) {
+		return nil
 	}
 	s.lk.Lock()
 	known := s.lk.vintages[name]
@@ -177,25 +187,26 @@ func (s *Server) followDataset(ctx context.Context, name string) {
 			s.lk.Unlock()
 		}
 		s.clearPending(name)
-		return
+		return nil
 	}
 	if serr == nil {
 		if _, m, ok := s.Head(name); ok && (head.Epoch < epoch || head.Epoch == epoch && head.CoversSeq < m.CoversThroughSeq) {
-			s.setPending(name, head, fmt.Errorf("%w: the lake's vintage %s (epoch %d, covers %d) is older than snapshot %s (epoch %d, covers %d) in service", ErrStaleVintage, head.Snapshot, head.Epoch, head.CoversSeq, id, epoch, m.CoversThroughSeq), false)
-			return
+			err := fmt.Errorf("%w: the lake's vintage %s (epoch %d, covers %d) is older than snapshot %s (epoch %d, covers %d) in service", ErrStaleVintage, head.Snapshot, head.Epoch, head.CoversSeq, id, epoch, m.CoversThroughSeq)
+			s.setPending(name, head, err, false)
+			return err
 		}
 	}
 	s.rp.mu.Lock()
 	p, ok := s.rp.pending[name]
 	s.rp.mu.Unlock()
-	if ok && p.want.IcebergSnapshot == head.IcebergSnapshot && time.Now().Before(p.next) {
-		return // failed lately: back off
+	if !force && ok && p.want.IcebergSnapshot == head.IcebergSnapshot && time.Now().Before(p.next) {
+		return nil // failed lately: back off
 	}
 	s.log.Info("the lake has a vintage this server does not serve; installing it", "dataset", name, "serving", id, "lake", head.Snapshot, "epoch", head.Epoch, "covers", head.CoversSeq)
 	if err := s.installFromLake(name, head); err != nil {
 		s.log.Error("installing the lake's vintage failed; serving the previous one", "dataset", name, "lake", head.Snapshot, "err", err)
 		s.setPending(name, head, err, true)
-		return
+		return err
 	}
 	if a, err := s.asOf(); err == nil {
 		a.Invalidate(name)
@@ -204,6 +215,7 @@ func (s *Server) followDataset(ctx context.Context, name string) {
 	s.rp.installs++
 	delete(s.rp.pending, name)
 	s.rp.mu.Unlock()
+	return nil
 }
 
 // ErrStaleVintage: the lake's head of a dataset is older than the
@@ -288,9 +300,12 @@ type ReplicaHealth struct {
 	// heads (nil: none since start), LakePoll its interval.
 	LakeCheckedAt *time.Time `json:"lake_checked_at,omitempty"`
 	LakePoll      string     `json:"lake_poll"`
-	// Installed counts vintages installed from the lake since start.
-	Installed int64  `json:"installed"`
-	Waits     []Wait `json:"waits,omitempty"`
+	// Installed counts vintages installed from the lake since start,
+	// LostCompactions compactions that lost to another replica's (the
+	// winner's vintage was installed instead).
+	Installed       int64  `json:"installed"`
+	LostCompactions int64  `json:"lost_compactions"`
+	Waits           []Wait `json:"waits,omitempty"`
 }
 
 // replicaHealth reports the follower's state (nil without a lake).
@@ -308,7 +323,7 @@ func (s *Server) replicaHealth() *ReplicaHealth {
 	}
 	s.rp.mu.Lock()
 	defer s.rp.mu.Unlock()
-	h.Serving, h.Installed = s.rp.ready, s.rp.installs
+	h.Serving, h.Installed, h.LostCompactions = s.rp.ready, s.rp.installs, s.rp.lostCompactions
 	if !s.rp.checked.IsZero() {
 		at := s.rp.checked
 		h.LakeCheckedAt = &at
@@ -341,4 +356,43 @@ func (s *Server) replicaHealth() *ReplicaHealth {
 		return strings.Compare(a.Dataset, b.Dataset)
 	})
 	return h
+}
+
+// publishOver is the parent a publish of dataset's snapshot m is pinned
+// to (lake.PublishOptions.Over): for a compaction (the epoch of the
+// vintage served), that vintage: the pinned Iceberg commit is the arbiter
+// between replicas compacting at once. 0 for anything else (a new epoch:
+// a PUT, a rollback lands on whatever the head is), and while the head is
+// another engine's commit (refused: no compaction could land over it).
+func (s *Server) publishOver(dataset string, m *format.Manifest) int64 {
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	cur, ok := s.lk.vintages[dataset]
+	if !ok || s.lk.refused[dataset] != "" || cur.Epoch != m.Epoch {
+		return 0
+	}
+	return cur.IcebergSnapshot
+}
+
+// compactStore compacts dataset name's store (Compact). On a replica
+// whose compaction lost to another's (lake.ErrHeadMoved) it installs the
+// winner's vintage instead of retrying, and returns its manifest with
+// lost set (installFromLake announced it).
+func (s *Server) compactStore(name string) (m *format.Manifest, lost bool, err error) {
+	m, err = s.store.Compact(name)
+	if err == nil || !errors.Is(err, lake.ErrHeadMoved) {
+		return m, false, err
+	}
+	s.log.Info("another replica published this dataset first; installing its vintage instead of this compaction", "dataset", name, "err", err)
+	s.rp.mu.Lock()
+	s.rp.lostCompactions++
+	s.rp.mu.Unlock()
+	if ierr := s.syncDataset(s.ctx, name, true); ierr != nil {
+		return nil, true, fmt.Errorf("%w; installing the lake's vintage instead failed: %w", err, ierr)
+	}
+	_, cur, ok := s.Head(name)
+	if !ok {
+		return nil, true, fmt.Errorf("%w; the dataset is not served after installing the lake's vintage", err)
+	}
+	return cur, true, nil
 }

@@ -12,9 +12,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/energyscope/energyscope/internal/testcluster"
 	"github.com/energyscope/energyscope/internal/testpg"
@@ -262,4 +267,117 @@ func TestReplicaWaitsForTheCatalog(t *testing.T) {
 		code, h := b.health()
 		return code == 200 && h.Replica.Serving && len(h.Replica.Waits) == 0 && h.Replica.Installed == 1 && h.Replica.LakeCheckedAt != nil && h.State == server.HealthOK
 	})
+}
+
+// TestReplicasCompactAtOnce: two replicas hold the same pending record
+// and compact at the same moment (not following the lake, so neither can
+// install the other's vintage first). The pinned Iceberg commit is the
+// arbiter: exactly one compaction lands, the other replica installs the
+// winner's vintage instead (both answer 200 and serve one snapshot), and
+// the warehouse holds no file the metadata does not reference.
+func TestReplicasCompactAtOnce(t *testing.T) {
+	pg := testpg.Start(t)
+	wh := t.TempDir()
+	a := startReplica(t, pg.URI, wh, server.Options{LakePoll: -1})
+	a.put(100)
+	b := startReplica(t, pg.URI, wh, server.Options{LakePoll: -1}) // installs A's vintage at start
+	headA, _, _ := a.srv.Head("px")
+	if h, _, ok := b.srv.Head("px"); !ok || h.Snapshot != headA.Snapshot {
+		t.Fatalf("B at start serves %+v, want A's %s", h, headA.Snapshot)
+	}
+	for _, r := range []*replica{a, b} {
+		if code, body := r.do("POST", "/v1/datasets/px/rows", "text/csv", "series_id,period,value\nA,2026-10-04,777\n"); code != 200 {
+			t.Fatalf("ingest: %d %s", code, body)
+		}
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	bodies := make([]string, 2)
+	for i, r := range []*replica{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], bodies[i] = r.do("POST", "/v1/datasets/px/compact", "", "")
+		}()
+	}
+	wg.Wait()
+	for i := range codes {
+		if codes[i] != 200 {
+			t.Fatalf("compaction %d: %d %s", i, codes[i], bodies[i])
+		}
+	}
+	ha, _, _ := a.srv.Head("px")
+	hb, _, _ := b.srv.Head("px")
+	if ha.Snapshot != hb.Snapshot || ha.Snapshot == headA.Snapshot {
+		t.Fatalf("after compacting at once A serves %s, B %s (base %s): want one new snapshot", ha.Snapshot, hb.Snapshot, headA.Snapshot)
+	}
+	vs, err := a.l.Vintages(context.Background(), "px")
+	if err != nil || len(vs) != 2 || vs[1].Snapshot != ha.Snapshot {
+		t.Fatalf("the lake holds %+v (%v), want the PUT and one compaction", vs, err)
+	}
+	_, hA := a.health()
+	_, hB := b.health()
+	if hA.Replica.LostCompactions+hB.Replica.LostCompactions != 1 || len(hA.Replica.Waits)+len(hB.Replica.Waits) != 0 {
+		t.Fatalf("lost compactions: A %d, B %d, want 1 in all; waits %+v %+v", hA.Replica.LostCompactions, hB.Replica.LostCompactions, hA.Replica.Waits, hB.Replica.Waits)
+	}
+	for _, r := range []*replica{a, b} {
+		if code, body := r.do("GET", "/v1/series/A?from=2026-10-04&to=2026-10-04", "", ""); code != 200 || !strings.Contains(body, "777") {
+			t.Fatalf("the compacted row: %d %s", code, body)
+		}
+	}
+	tbl, err := a.l.Table(context.Background(), "px")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNoOrphans(t, wh, tbl)
+}
+
+// checkNoOrphans fails if the warehouse directory holds a file tbl's
+// metadata does not reference (a losing publish left it behind).
+func checkNoOrphans(t *testing.T, warehouse string, tbl *table.Table) {
+	t.Helper()
+	fs, err := tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := map[string]bool{}
+	add := func(p string) {
+		if u, err := url.Parse(p); err == nil && u.Scheme == "file" {
+			p = filepath.FromSlash(u.Path)
+		}
+		ref[p] = true
+	}
+	add(tbl.MetadataLocation())
+	for e := range tbl.Metadata().PreviousFiles() {
+		add(e.MetadataFile)
+	}
+	for _, s := range tbl.Metadata().Snapshots() {
+		add(s.ManifestList)
+		mans, err := s.Manifests(fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mans {
+			add(m.FilePath())
+			for e, err := range m.Entries(fs, true) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				add(e.DataFile().FilePath())
+			}
+		}
+	}
+	for sf := range tbl.Metadata().Statistics() {
+		add(sf.StatisticsPath)
+	}
+	var orphans []string
+	filepath.WalkDir(warehouse, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !ref[p] {
+			orphans = append(orphans, p)
+		}
+		return nil
+	})
+	if len(orphans) > 0 {
+		t.Fatalf("the warehouse holds files no metadata references: %v", orphans)
+	}
 }

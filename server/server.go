@@ -622,11 +622,11 @@ func (s *Server) Compact(name string) (*format.Manifest, error) {
 	}()
 	before, _, _ := s.Head(name)
 	start := time.Now()
-	m, err := s.store.Compact(name)
+	m, lost, err := s.compactStore(name)
 	if err != nil {
 		return nil, err
 	}
-	if m.SnapshotID == before.Snapshot {
+	if lost || m.SnapshotID == before.Snapshot {
 		return m, nil
 	}
 	s.m.compactions.Inc()

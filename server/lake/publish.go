@@ -51,6 +51,11 @@ type PublishOptions struct {
 	// rows again as a new epoch): recorded as SummaryRollbackOf in the
 	// commit's summary (Vintage.RollbackOf).
 	RollbackOf int64
+	// Over, when not 0, pins the publish to Iceberg snapshot Over as its
+	// parent: if the head is another snapshot, at the first attempt or
+	// after a lost race, the publish fails with ErrHeadMoved instead of
+	// rebuilding on the new head, and removes what it wrote (arbiter.go).
+	Over int64
 }
 
 // PublishWith is Publish with options.
@@ -247,6 +252,9 @@ type attempt struct {
 // publishAttempt stages, on t, the replacement of the table's contents by
 // w's data files and registers w's Puffin file for the staged snapshot.
 func (l *Lake) publishAttempt(ctx context.Context, t *table.Table, src *source, w *written, o PublishOptions) (*attempt, error) {
+	if err := checkOver(o.Over, headID(t)); err != nil {
+		return nil, err
+	}
 	txn := t.NewTransaction()
 	if err := txn.AssertRefSnapshotID(table.MainBranch); err != nil {
 		return nil, err
