@@ -20,6 +20,7 @@ type File struct {
 	base  []byte // the whole mapping (Bytes is a window of it)
 	f     *os.File
 	h     uintptr // platform handle kept for unmapping (Windows)
+	cuts  []int   // Isolate's region boundaries, offsets into base, sorted
 }
 
 // Granularity is the alignment of a mapping's start in the file: 64 KiB,
