@@ -1,0 +1,51 @@
+package format
+
+import "unsafe"
+
+// Span is the byte range [Lo, Hi) of a snapshot file.
+type Span struct{ Lo, Hi int }
+
+// PointSpans returns, per data.arrow record batch, the bytes that lookups
+// read: the batch's period and value columns (from the batch table, which
+// open has checked to lie inside data.arrow). The rest of data.arrow (the
+// `series` column, the Arrow headers and footer) is read only by Verify,
+// compaction and export. The snapshot keeps the two apart in its mapping
+// (mmap.File.Isolate), so that reading points never makes `series` pages
+// resident.
+func (t *HotIndex) PointSpans() []Span {
+	out := make([]Span, 0, len(t.locs))
+	psize := uint64(t.pt.size())
+	for _, l := range t.locs {
+		lo, hi := min(l.periodsAt, l.valuesAt), max(l.periodsAt+psize*l.rows, l.valuesAt+8*l.rows)
+		if l.rows == 0 || hi > uint64(len(t.data)) {
+			continue
+		}
+		out = append(out, Span{int(lo), int(hi)})
+	}
+	return out
+}
+
+// BufferSpans returns the byte ranges in b (index.arrow, as given to
+// OpenIndex) of the index's column buffers, in column order: lookups read
+// only the series id column's, Info and search the others.
+func (x *Index) BufferSpans(b []byte) []Span {
+	if x.rec == nil || len(b) == 0 {
+		return nil
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	var out []Span
+	for _, col := range x.rec.Columns() {
+		for _, buf := range col.Data().Buffers() {
+			if buf == nil || buf.Len() == 0 {
+				continue
+			}
+			p := uintptr(unsafe.Pointer(unsafe.SliceData(buf.Bytes())))
+			if p < base || p-base > uintptr(len(b)) || uintptr(buf.Len()) > uintptr(len(b))-(p-base) {
+				continue // not a view of b (never for a file read in place)
+			}
+			lo := int(p - base)
+			out = append(out, Span{lo, lo + buf.Len()})
+		}
+	}
+	return out
+}

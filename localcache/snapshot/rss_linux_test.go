@@ -1,0 +1,142 @@
+//go:build linux
+
+package snapshot_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+)
+
+// residentKiB sums the Rss of this process's mappings of path (all of its
+// mapping regions), from /proc/self/smaps.
+func residentKiB(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, in := 0, false
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(f[0], ":") && strings.Contains(f[0], "-") {
+			in = len(f) >= 6 && f[len(f)-1] == path
+			continue
+		}
+		if in && f[0] == "Rss:" {
+			kb, _ := strconv.Atoi(f[1])
+			total += kb
+		}
+	}
+	return total
+}
+
+// settle drops the files from the page cache and reads them back
+// sequentially, as the pet bench does: readahead then holds them in large
+// folios, which a fault maps whole.
+func settle(t *testing.T, dir string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for _, name := range []string{format.DataFile, format.IndexFile, format.HashFile} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+// TestLookupsMapOnlyWhatTheyRead: open leaves no page of the snapshot's
+// files mapped, and reading every point of every series maps data.arrow's
+// periods and values and index.arrow's series id column only (to the page),
+// never the `series` column or the other index columns that share large
+// page-cache folios with them (issue 14: RSS after open and after reading
+// every series).
+func TestLookupsMapOnlyWhatTheyRead(t *testing.T) {
+	const series, perSeries = 1000, 800 // 800K rows: 4 record batches of data.arrow
+	tb := &format.Table{}
+	idBytes := 0
+	for s := range series {
+		id := fmt.Sprintf("DATASET.SERIES_%06d.WITH_A_LONGER_ID_TO_FILL_PAGES", s)
+		idBytes += len(id)
+		tb.Series = append(tb.Series, format.SeriesMeta{ID: id, Frequency: format.Daily, Name: strings.Repeat("name ", 40) + id, Unit: "u"})
+		for d := range perSeries {
+			tb.Append(uint32(s), int64(d)*86400, float64(s*perSeries+d))
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "snap")
+	m, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "snap", Created: time.Unix(1e9, 0), BatchRows: 1 << 18})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Batches < 2 {
+		t.Fatalf("%d batches: the test needs batch boundaries", m.Batches)
+	}
+	settle(t, dir)
+	s, err := snapshot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data, index := filepath.Join(dir, format.DataFile), filepath.Join(dir, format.IndexFile)
+	for _, name := range []string{format.DataFile, format.IndexFile, format.HashFile} {
+		if kb := residentKiB(t, filepath.Join(dir, name)); kb != 0 {
+			t.Errorf("after open, %s: %d KiB resident, want 0 (open reads headers and footers only and must not keep their folios mapped)", name, kb)
+		}
+	}
+	var sum float64
+	var rows int
+	for r := range uint32(s.NumSeries()) {
+		row, ok := s.Lookup(s.SeriesID(r))
+		if !ok || row != r {
+			t.Fatalf("series %d does not resolve", r)
+		}
+		p, err := s.Get(row, snapshot.MinTime, snapshot.MaxTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range p.Len() {
+			sum += p.Values[i] + float64(p.Days[i])
+		}
+		rows += p.Len()
+	}
+	if rows != series*perSeries {
+		t.Fatalf("read %d rows, want %d", rows, series*perSeries)
+	}
+	page := os.Getpagesize() >> 10
+	// Periods and values: 12 bytes a row, plus at most the partial page at
+	// each end of each batch's span.
+	if got, want := residentKiB(t, data), rows*12>>10+2*page*m.Batches+page; got > want {
+		t.Errorf("after reading every series, data.arrow: %d KiB resident, want <= %d (periods and values)", got, want)
+	}
+	// The id column: offsets (4 bytes a series) and the bytes, plus the
+	// partial pages at their ends.
+	if got, want := residentKiB(t, index), (4*(series+1)+idBytes)>>10+4*page+page; got > want {
+		t.Errorf("after reading every series, index.arrow: %d KiB resident, want <= %d (the series id column)", got, want)
+	}
+	if sum == 0 {
+		t.Fatal("nothing read")
+	}
+}
