@@ -125,6 +125,7 @@ func childOpen(a childArgs) (map[string]any, error) {
 	}
 	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 	ps := procStatus()
+	maps := mappedRSS()
 	out := map[string]any{
 		"open_ms":           ms(open),
 		"rss_baseline_mb":   base["VmRSS"],
@@ -133,6 +134,13 @@ func childOpen(a childArgs) (map[string]any, error) {
 		"rss_open_file_mb":  ps["RssFile"],
 		"open_minor_faults": ru1.Minflt - ru0.Minflt,
 		"open_major_faults": ru1.Majflt - ru0.Majflt,
+		// Resident bytes of each snapshot file's mapping, and how much of
+		// all file mappings is mapped by 2 MiB page-table entries (whole
+		// large folios of the page cache).
+		"rss_open_data_arrow_mb":  maps[format.DataFile],
+		"rss_open_index_arrow_mb": maps[format.IndexFile],
+		"rss_open_index_hash_mb":  maps[format.HashFile],
+		"rss_open_pmd_mapped_mb":  maps[pmdMapped],
 	}
 	if a.id != "" {
 		unix.Getrusage(unix.RUSAGE_SELF, &ru0)
@@ -151,6 +159,11 @@ func childOpen(a childArgs) (map[string]any, error) {
 		// page-cache page mapped in.
 		out["first_get_minor_faults"] = ru1.Minflt - ru0.Minflt
 		out["first_get_major_faults"] = ru1.Majflt - ru0.Majflt
+		maps := mappedRSS()
+		out["rss_first_get_data_arrow_mb"] = maps[format.DataFile]
+		out["rss_first_get_index_arrow_mb"] = maps[format.IndexFile]
+		out["rss_first_get_index_hash_mb"] = maps[format.HashFile]
+		out["rss_first_get_pmd_mapped_mb"] = maps[pmdMapped]
 		_ = s
 	}
 	st.Close()

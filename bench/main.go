@@ -344,7 +344,9 @@ func run(sc scale, dataDir, profDir string, a childArgs, o runOpts) (*report, er
 	// The whole child as the parent sees it: exec, Go runtime and package
 	// init, open, one lookup, JSON, exit (what a one-shot `es get` pays).
 	rep.Set("open_process_wall_ms", m["child_wall_ms"])
-	for _, k := range []string{"rss_baseline_mb", "rss_open_mb", "rss_open_anon_mb", "rss_open_file_mb", "open_minor_faults", "open_first_get_us", "rss_first_get_mb", "first_get_minor_faults"} {
+	for _, k := range []string{"rss_baseline_mb", "rss_open_mb", "rss_open_anon_mb", "rss_open_file_mb", "open_minor_faults", "open_first_get_us", "rss_first_get_mb", "first_get_minor_faults",
+		"rss_open_data_arrow_mb", "rss_open_index_arrow_mb", "rss_open_index_hash_mb", "rss_open_pmd_mapped_mb",
+		"rss_first_get_data_arrow_mb", "rss_first_get_index_arrow_mb", "rss_first_get_index_hash_mb", "rss_first_get_pmd_mapped_mb"} {
 		rep.Set(k, m[k])
 	}
 	if m, err = child("open", "--home", home, "--reopen", "20"); err != nil {

@@ -274,8 +274,13 @@ func loadAvg() float64 {
 	return v
 }
 
+// pmdMapped is mappedRSS's key for the file-backed bytes mapped by 2 MiB
+// page-table entries (FilePmdMapped), over all mappings.
+const pmdMapped = "FilePmdMapped"
+
 // mappedRSS returns the resident size in MiB of this process's mappings of
-// each file, by base name, from /proc/self/smaps.
+// each file, by base name (summed over its mapping regions), from
+// /proc/self/smaps.
 func mappedRSS() map[string]float64 {
 	out := map[string]float64{}
 	b, err := os.ReadFile("/proc/self/smaps")
@@ -298,6 +303,11 @@ func mappedRSS() map[string]float64 {
 		if f[0] == "Rss:" && cur != "" && len(f) >= 2 {
 			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
 				out[cur] += kb / 1024
+			}
+		}
+		if f[0] == "FilePmdMapped:" && len(f) >= 2 {
+			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+				out[pmdMapped] += kb / 1024
 			}
 		}
 	}
