@@ -186,6 +186,67 @@ func BenchmarkGetOne(b *testing.B) {
 	b.ReportMetric(float64((cpuTime()-c0).Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
+// get sends a GET of path with the token over the kept-alive connection and
+// reads the whole response (status 200 required).
+func (br *testBridge) get(b *testing.B, path string) []byte {
+	req, err := http.NewRequest("GET", br.URL()+path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+br.Token())
+	resp, err := br.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	br.rbuf.Reset()
+	_, err = br.rbuf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		b.Fatalf("GET %s: status %d, %v: %.200s", path, resp.StatusCode, err, br.rbuf.Bytes())
+	}
+	return br.rbuf.Bytes()
+}
+
+// BenchmarkGetVsStatus: one ES.Get of a year of a daily series against the
+// floor of the same kept-alive HTTPS connection, a GET /v1/status round
+// trip (no request body, no store lookup), alternated in one loop so both
+// see the same machine. Issue 14: the Get's p50 should be within 2x of the
+// floor's. Reports both p50s and their ratio.
+func BenchmarkGetVsStatus(b *testing.B) {
+	br := startBridge(b, synthHome(b), func(o *Options) { o.Now = nil })
+	rng := rand.New(rand.NewPCG(1, 2))
+	bodies := make([][]byte, 512)
+	for i := range bodies {
+		bodies[i] = callsJSON(b, "ES.Get", [][]any{yearOf(b, br, synthData.daily[rng.IntN(len(synthData.daily))])})
+	}
+	wrng := rand.New(rand.NewPCG(13, 14))
+	for range 32 {
+		br.post(b, callsJSON(b, "ES.Get", [][]any{yearOf(b, br, synthData.daily[wrng.IntN(len(synthData.daily))])}))
+		br.get(b, "/v1/status")
+	}
+	get := make([]time.Duration, 0, b.N)
+	status := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if out := br.get(b, "/v1/status"); !bytes.Contains(out, []byte(`"energyscope-bridge"`)) {
+			b.Fatalf("%.200s", out)
+		}
+		t1 := time.Now()
+		out := br.post(b, bodies[i%len(bodies)])
+		t2 := time.Now()
+		if !bytes.HasPrefix(out, []byte(`{"results":[{"value":`)) {
+			b.Fatalf("%.200s", out)
+		}
+		status = append(status, t1.Sub(t0))
+		get = append(get, t2.Sub(t1))
+	}
+	g, st := percentile(get, 0.5), percentile(status, 0.5)
+	b.ReportMetric(float64(g.Nanoseconds())/1000, "get-p50-µs")
+	b.ReportMetric(float64(st.Nanoseconds())/1000, "status-p50-µs")
+	b.ReportMetric(float64(g)/float64(st), "get/status")
+}
+
 // BenchmarkLatestBatch: 10,000 ES.Latest of random series in one request,
 // end to end. Target <= 20 ms.
 func BenchmarkLatestBatch(b *testing.B) {
