@@ -22,8 +22,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
-	iceio "github.com/apache/iceberg-go/io"
-
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
@@ -266,12 +264,8 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		return nil, err
 	}
 	if strings.HasPrefix(wh, "s3:") {
-		// The table IO is built from the catalog's properties.
-		if o.S3Endpoint != "" {
-			props[iceio.S3EndpointURL] = o.S3Endpoint
-		}
-		if o.S3Region != "" {
-			props[iceio.S3Region] = o.S3Region
+		if err := s3Props(ctx, o, wh, props); err != nil {
+			return nil, err
 		}
 	}
 	l := &Lake{opts: o, props: props, warehouse: wh, ns: catalog.ToIdentifier(Namespace)}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -221,4 +222,36 @@ func TestS3RollbackExpire(t *testing.T) {
 	}
 	sameAnswers(t, s, dirs[0])
 	s.Close()
+}
+
+// TestS3Region: with no region configured anywhere, an s3:// warehouse
+// on an S3-compatible endpoint signs with DefaultS3Region and publishes
+// (the AWS SDK used to refuse the first write: "A region must be set");
+// one on AWS itself (no endpoint) is ErrNoS3Region at Open; a region from
+// AWS_REGION is used as is.
+func TestS3Region(t *testing.T) {
+	ctx := context.Background()
+	endpoint, _ := fakeS3(t, "lake")
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	l, err := Open(ctx, Options{Home: t.TempDir(), Warehouse: "s3://lake/wh", S3Endpoint: endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Publish(ctx, "stocks", cookSample(t, "stocks", format.WriteOptions{})); err != nil {
+		t.Fatalf("publish without a configured region: %v", err)
+	}
+	if _, err := Open(ctx, Options{Home: t.TempDir(), Warehouse: "s3://lake/wh"}); !errors.Is(err, ErrNoS3Region) {
+		t.Fatalf("AWS warehouse without a region: %v, want ErrNoS3Region", err)
+	}
+	t.Setenv("AWS_REGION", "eu-west-3")
+	l2, err := Open(ctx, Options{Home: t.TempDir(), Warehouse: "s3://lake/wh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if r := l2.props[iceio.S3Region]; r != "eu-west-3" {
+		t.Fatalf("region %q, want AWS_REGION's", r)
+	}
 }
