@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -14,9 +15,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/energyscope/energyscope/internal/fileutil"
+	"github.com/energyscope/energyscope/server/deltalog"
 )
 
 // Scopes a token may have. Write implies read.
@@ -36,16 +39,66 @@ type Token struct {
 	Created time.Time `json:"created"`
 }
 
-// Tokens is the tokens file. Tokens are compared in constant time.
+// Tokens is the tokens file, or the shared store of several servers
+// (LoadSharedTokens). Tokens are compared in constant time.
 //
 // A running server sees changes made by other processes (es token add,
 // es token rm): it calls ReloadIfChanged about every tokenPoll, so a
-// removed token is refused, and an added one accepted, within a second.
+// removed token is refused, and an added one accepted, within a second,
+// on every server that shares the store.
 type Tokens struct {
 	path string
-	mu   sync.RWMutex // guards list and seen
+	// kv is the shared store (nil: the file at path): the list as one
+	// JSON value (the file's bytes) under key SharedTokensKey, changed by
+	// compare-and-swap on its revision.
+	kv   *deltalog.KV
+	mu   sync.RWMutex // guards list, seen and rev
 	list []Token
 	seen os.FileInfo // the file as last loaded (nil: missing)
+	rev  uint64      // the shared value's revision as last loaded (0: none)
+	// reloading: a background read of the shared store runs.
+	reloading atomic.Bool
+}
+
+// Shared tokens (README "Running several servers"): a JetStream key-value
+// bucket of the servers' NATS cluster, through the delta log's connection.
+const (
+	SharedTokensBucket = "es_tokens"
+	SharedTokensKey    = "tokens"
+)
+
+// sharedTimeout bounds one read or write of the shared store.
+const sharedTimeout = 5 * time.Second
+
+// LoadSharedTokens reads the tokens of the shared store kv (the bucket
+// SharedTokensBucket of the servers' NATS cluster); none yet is an empty
+// set.
+func LoadSharedTokens(kv *deltalog.KV) (*Tokens, error) {
+	t := &Tokens{kv: kv}
+	if _, err := t.ReloadIfChanged(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Where names the store: the file's path, or the shared bucket.
+func (t *Tokens) Where() string {
+	if t.kv != nil {
+		return "the shared store (NATS key-value bucket " + t.kv.Bucket() + ")"
+	}
+	return t.path
+}
+
+// readShared reads the shared list and its revision.
+func (t *Tokens) readShared() ([]Token, uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	b, rev, err := t.kv.Get(ctx, SharedTokensKey)
+	if err != nil || rev == 0 {
+		return nil, rev, err
+	}
+	list, err := parseTokens(b, t.Where())
+	return list, rev, err
 }
 
 // tokenPoll is how often a server checks its tokens file for changes.
@@ -78,15 +131,24 @@ func readTokens(path string) (list []Token, fi os.FileInfo, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if list, err = parseTokens(b, "tokens file "+path); err != nil {
+		return nil, nil, err
+	}
+	return list, fi, nil
+}
+
+// parseTokens decodes and checks a list of tokens (the file's bytes or
+// the shared value) from where.
+func parseTokens(b []byte, where string) (list []Token, err error) {
 	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, nil, fmt.Errorf("tokens file %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	for _, tk := range list {
 		if len(tk.SHA256) != 64 || (tk.Scope != ScopeRead && tk.Scope != ScopeWrite) {
-			return nil, nil, fmt.Errorf("tokens file %s: bad entry %q", path, tk.Name)
+			return nil, fmt.Errorf("%s: bad entry %q", where, tk.Name)
 		}
 	}
-	return list, fi, nil
+	return list, nil
 }
 
 // ReloadIfChanged re-reads the tokens file if it is another file than
@@ -95,6 +157,9 @@ func readTokens(path string) (list []Token, fi os.FileInfo, err error) {
 // error (es token writes by rename, so only a hand edit gets there); a
 // deleted file leaves no token.
 func (t *Tokens) ReloadIfChanged() (changed bool, err error) {
+	if t.kv != nil {
+		return t.reloadShared()
+	}
 	fi, err := os.Stat(t.path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return false, err
@@ -116,6 +181,26 @@ func (t *Tokens) ReloadIfChanged() (changed bool, err error) {
 		return false, rerr
 	}
 	t.list, t.seen = list, fi
+	return true, nil
+}
+
+// reloadShared is ReloadIfChanged of the shared store: one read of the
+// value (its revision tells a change). A value that does not parse keeps
+// the tokens loaded before until the value changes again.
+func (t *Tokens) reloadShared() (bool, error) {
+	list, rev, err := t.readShared()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rev == t.rev {
+		return false, nil
+	}
+	if err != nil {
+		if rev != 0 {
+			t.rev = rev // do not retry (and log) until it changes again
+		}
+		return false, err
+	}
+	t.list, t.rev = list, rev
 	return true, nil
 }
 
@@ -204,6 +289,9 @@ func (t *Tokens) Check(plain, scope string) (string, bool) {
 // would let a third process lock a new file while the second holds the
 // old one).
 func (t *Tokens) update(change func([]Token) ([]Token, error)) error {
+	if t.kv != nil {
+		return t.updateShared(change)
+	}
 	if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
 		return err
 	}
@@ -238,15 +326,67 @@ func (t *Tokens) update(change func([]Token) ([]Token, error)) error {
 	return nil
 }
 
-// reloadTokens picks up changes of the tokens file (background, every
-// tokenPoll).
+// updateShared is update on the shared store: read, change, and write
+// if nobody wrote in between (compare-and-swap on the revision), else
+// again from the new value; two es token commands on two machines both
+// keep their change.
+func (t *Tokens) updateShared(change func([]Token) ([]Token, error)) error {
+	for try := 0; ; try++ {
+		list, rev, err := t.readShared()
+		if err != nil {
+			return err
+		}
+		if list, err = change(list); err != nil {
+			return err
+		}
+		b, err := json.MarshalIndent(list, "", "  ")
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		nrev, err := t.kv.Put(ctx, SharedTokensKey, append(b, '\n'), rev)
+		cancel()
+		if errors.Is(err, deltalog.ErrRevision) && try < 100 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		t.mu.Lock()
+		t.list, t.rev = list, nrev
+		t.mu.Unlock()
+		return nil
+	}
+}
+
+// reloadTokens picks up changes of the tokens (background, every
+// tokenPoll). A read of the shared store runs on its own goroutine (one
+// at a time): a NATS cluster that does not answer must not hold the
+// heartbeats up.
 func (s *Server) reloadTokens() {
 	if s.authOff {
 		return
 	}
+	t := s.opts.Tokens
+	if t.kv == nil {
+		s.reloadTokensNow()
+		return
+	}
+	if !t.reloading.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer t.reloading.Store(false)
+		s.reloadTokensNow()
+	}()
+}
+
+func (s *Server) reloadTokensNow() {
 	changed, err := s.opts.Tokens.ReloadIfChanged()
 	if err != nil {
-		s.log.Error("tokens file changed but cannot be read; keeping the tokens loaded before", "err", err)
+		s.log.Error("the tokens changed but cannot be read; keeping the tokens loaded before", "store", s.opts.Tokens.Where(), "err", err)
 	} else if changed {
 		s.m.tokenReloads.Inc()
 		s.log.Info("tokens reloaded", "tokens", len(s.opts.Tokens.List()))

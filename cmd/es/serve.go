@@ -27,7 +27,7 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&metricsListen, "metrics-listen", "", "serve /metrics (unauthenticated) on this address instead of --listen")
 	fs.StringVar(&certFile, "tls-cert", "", "TLS certificate (PEM); with --tls-key serves HTTPS")
 	fs.StringVar(&keyFile, "tls-key", "", "TLS key (PEM)")
-	fs.StringVar(&tokensFile, "tokens", "", "tokens file (default HOME/tokens.json; manage with es token; changes apply within a second)")
+	fs.StringVar(&tokensFile, "tokens", "", "tokens file (default HOME/tokens.json), or nats://HOST:PORT,... for the store several servers share; manage with es token; changes apply within a second")
 	fs.BoolVar(&noAuth, "no-auth", false, "serve without tokens (development; only on a loopback address)")
 	compactRows := fs.Int("compact-rows", 1_000_000, "compact a dataset when its delta holds this many rows")
 	fs.StringVar(&compactAt, "compact-at", "", "also compact every dataset daily at this UTC time (HH:MM)")
@@ -52,12 +52,13 @@ func runServe(e *env, args []string) error {
 	if tokensFile == "" {
 		tokensFile = filepath.Join(home, server.TokensFile)
 	}
-	tokens, err := server.LoadTokens(tokensFile)
+	tokens, closeTokens, err := openTokens(tokensFile)
 	if err != nil {
 		return err
 	}
+	defer closeTokens()
 	if tokens.Empty() && !noAuth {
-		return fmt.Errorf("no tokens in %s: create one with 'es token add --home %s --name NAME --scope read|write', or pass --no-auth for local development", tokensFile, home)
+		return fmt.Errorf("no tokens in %s: create one with 'es token add --home %s --name NAME --scope read|write', or pass --no-auth for local development", tokens.Where(), home)
 	}
 	if noAuth {
 		if err := checkLoopback(listen); err != nil {
@@ -168,17 +169,18 @@ func runToken(e *env, args []string) error {
 	fs := newFlags(e, "token", &home)
 	fs.StringVar(&name, "name", "", "token name")
 	fs.StringVar(&scope, "scope", server.ScopeRead, "read or write (write implies read)")
-	fs.StringVar(&tokensFile, "tokens", "", "tokens file (default HOME/tokens.json)")
+	fs.StringVar(&tokensFile, "tokens", "", "tokens file (default HOME/tokens.json), or nats://HOST:PORT,... for the store several servers share")
 	if _, err := parse(fs, args[1:]); err != nil {
 		return err
 	}
 	if tokensFile == "" {
 		tokensFile = filepath.Join(home, server.TokensFile)
 	}
-	t, err := server.LoadTokens(tokensFile)
+	t, closeTokens, err := openTokens(tokensFile)
 	if err != nil {
 		return err
 	}
+	defer closeTokens()
 	switch args[0] {
 	case "add":
 		plain, err := t.Add(name, scope)
@@ -186,7 +188,7 @@ func runToken(e *env, args []string) error {
 			return err
 		}
 		fmt.Fprintln(e.stdout, plain)
-		fmt.Fprintf(e.stderr, "token %q (%s) added to %s; this is the only time it is shown\n", name, scope, tokensFile)
+		fmt.Fprintf(e.stderr, "token %q (%s) added to %s; this is the only time it is shown\n", name, scope, t.Where())
 	case "ls":
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tSHA256")
