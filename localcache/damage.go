@@ -62,7 +62,7 @@ func (s *Store) Damaged(name string) error {
 // compaction): ErrReadOnly in a read-only store, the *DamageError of a
 // damaged dataset.
 func (s *Store) writable(name string) (*Dataset, error) {
-	if s.opts.ReadOnly {
+	if s.opts.ReadOnly && !s.opts.DeltaInMemory {
 		return nil, ErrReadOnly
 	}
 	d, err := s.Dataset(name)

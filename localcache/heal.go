@@ -51,7 +51,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 			d.mu.wal.Close()
 			d.mu.wal = nil
 		}
-		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger)
+		w, r, err := s.openWAL(filepath.Join(d.dir, WALDir), false, 0)
 		if err != nil {
 			// Keep the unreadable log for inspection; start a fresh one
 			// above every seq it may have handed out (delta.SalvageSeq).
@@ -65,7 +65,7 @@ func (s *Store) installOverDamaged(d *Dataset, dir string, m *format.Manifest) e
 				return fmt.Errorf("set the damaged write-ahead log aside: %w (it failed to open: %v)", rerr, err)
 			}
 			s.opts.Logger.Warn("write-ahead log set aside", "dataset", d.name, "path", a, "err", err)
-			if w, r, err = delta.OpenWAL(filepath.Join(d.dir, WALDir), false, 0, s.opts.Logger); err != nil {
+			if w, r, err = s.openWAL(filepath.Join(d.dir, WALDir), false, 0); err != nil {
 				return fmt.Errorf("open write-ahead log: %w", err)
 			}
 			mkErr = errors.New("write-ahead log was unreadable")

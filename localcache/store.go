@@ -71,6 +71,28 @@ type Options struct {
 	// hook falls back to the directory itself when it must (see
 	// OpenSnapshotDir).
 	OpenSnapshot func(dataset, id string) (*snapshot.Snapshot, error)
+	// DeltaInMemory keeps each dataset's delta in memory only, with no
+	// write-ahead log (delta.MemoryWAL): Apply makes a batch visible
+	// without writing or fsyncing anything, and after a restart a
+	// dataset's delta starts empty at the seq its snapshot covers. It is
+	// for a store whose records are made durable elsewhere and applied
+	// again from there after a restart: the server's, whose delta lives
+	// in its JetStream delta log (server/deltalog). A companion's store
+	// keeps its write-ahead log (the default). Write-ahead log
+	// directories left in the home are neither read nor removed. With
+	// ReadOnly, Apply is allowed and changes only this process's memory:
+	// a reader of a server home overlays the records it read from the
+	// server's delta log (server.OverlayHomeLog).
+	DeltaInMemory bool
+}
+
+// openWAL opens the write-ahead log in dir, or a MemoryWAL when the
+// delta is kept in memory only.
+func (s *Store) openWAL(dir string, readOnly bool, skipThrough uint64) (*delta.WAL, []format.Record, error) {
+	if s.opts.DeltaInMemory {
+		return delta.MemoryWAL(), nil, nil
+	}
+	return delta.OpenWAL(dir, readOnly, skipThrough, s.opts.Logger)
 }
 
 // openSnapshot opens snapshot id of d through Options.OpenSnapshot, or
@@ -615,7 +637,7 @@ func (s *Store) openDeltaLocked(d *Dataset, snap *snapshot.Snapshot) (*readState
 		if retire {
 			skip = 0 // read them all, for the highest seq
 		}
-		w, r, err := delta.OpenWAL(filepath.Join(d.dir, WALDir), s.opts.ReadOnly, skip, s.opts.Logger)
+		w, r, err := s.openWAL(filepath.Join(d.dir, WALDir), s.opts.ReadOnly, skip)
 		if err != nil {
 			return nil, fmt.Errorf("open write-ahead log: %w", err)
 		}

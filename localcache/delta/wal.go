@@ -81,7 +81,19 @@ type WAL struct {
 	// failed: an append failed and the end of the active segment is
 	// unknown (or a replacement could not reopen it); Reopen recovers.
 	failed bool
+	// memory: a WAL with no files (MemoryWAL): every write succeeds and
+	// keeps nothing.
+	memory bool
 }
+
+// MemoryWAL returns a WAL that keeps nothing: Append, Rotate,
+// DropThrough and Replace succeed at once and write no file, Reopen
+// returns no record, Size is 0. It is the log of a store whose delta is
+// made durable elsewhere (localcache.Options.DeltaInMemory: the server,
+// whose delta lives in its JetStream delta log). After a restart such a
+// delta starts empty, at the seq its snapshot covers, and its owner
+// applies the records above it again from where it keeps them.
+func MemoryWAL() *WAL { return &WAL{memory: true} }
 
 // ErrFailed is wrapped by the errors of a WAL whose append failed and
 // left the end of its segment unknown: it takes no append until Reopen
@@ -415,6 +427,9 @@ func (w *WAL) newSegment(first uint64) error {
 // back at once when that works (a full disk); otherwise, and after any
 // failed fsync, the WAL is Failed: it refuses appends until Reopen.
 func (w *WAL) Append(batch []format.Record) error {
+	if w.memory {
+		return nil
+	}
 	if w.f == nil {
 		if w.failed {
 			return fmt.Errorf("%w; reopen it", ErrFailed)
@@ -487,6 +502,9 @@ func (w *WAL) Failed() bool { return w.failed }
 // later. Acknowledged records are never cut: they end at or before the
 // cut, and the caller checks that they are all there.
 func (w *WAL) Reopen(skipThrough uint64, log *slog.Logger) ([]format.Record, error) {
+	if w.memory {
+		return nil, nil
+	}
 	if w.readOnly {
 		return nil, errors.New("write-ahead log is read-only")
 	}
@@ -535,6 +553,9 @@ func cutSegment(path string, size int64) error {
 // Compaction rotates before it folds, so that once the new snapshot is in
 // place every older segment can be deleted whole.
 func (w *WAL) Rotate(next uint64) error {
+	if w.memory {
+		return nil
+	}
 	if w.readOnly {
 		return errors.New("write-ahead log is read-only")
 	}
@@ -551,7 +572,7 @@ func (w *WAL) Rotate(next uint64) error {
 
 // DropThrough deletes segments whose records all have seq <= seq.
 func (w *WAL) DropThrough(seq uint64) error {
-	if w.readOnly {
+	if w.readOnly || w.memory {
 		return nil
 	}
 	keep := 0
@@ -662,6 +683,9 @@ func recoverReplace(dir string) error {
 // not returned: the new log is on disk; the WAL refuses appends until it
 // is reopened.
 func (w *WAL) Replace(keep []format.Record, next uint64) error {
+	if w.memory {
+		return nil
+	}
 	if w.readOnly {
 		return errors.New("write-ahead log is read-only")
 	}
