@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +49,31 @@ func (l *Log) Append(ctx context.Context, name string, recs []format.Record, key
 	}
 	d.amu.Lock()
 	defer d.amu.Unlock()
+	return l.publish(ctx, d, batch, key, false, 0)
+}
+
+// Advance makes dataset's next record seq at least to+1: when the log's
+// head is below to, it logs a skip message for head+1..to (message.go),
+// which holds no record; readers pass over it. A dataset whose snapshot
+// covers more than its log holds (a vintage installed from the lake, a
+// log created anew beside an existing home) numbers its next records
+// above the snapshot this way. Replicas advancing to the same seq log one
+// message (its key is derived from to).
+func (l *Log) Advance(ctx context.Context, name string, to uint64) error {
+	d, err := l.dataset(ctx, name)
+	if err != nil {
+		return err
+	}
+	d.amu.Lock()
+	defer d.amu.Unlock()
+	_, _, err = l.publish(ctx, d, nil, "es-advance-"+strconv.FormatUint(to, 10), true, to)
+	return err
+}
+
+// publish logs batch (or, with skip, a skip message through skipTo when
+// the tail is below it) under key. d.amu is held.
+func (l *Log) publish(ctx context.Context, d *dataset, batch []format.Record, key string, skip bool, skipTo uint64) (first, last uint64, err error) {
+	name := d.name
 	backoff := 50 * time.Millisecond
 	for conflicts := 0; ; {
 		if !d.tailKnown {
@@ -66,6 +92,12 @@ func (l *Log) Append(ctx context.Context, name string, recs []format.Record, key
 		}
 		first = d.tailSeq + 1
 		last = first + uint64(len(batch)) - 1
+		if skip {
+			if d.tailSeq >= skipTo {
+				return d.tailSeq, d.tailSeq, nil // the head is there already
+			}
+			last = skipTo
+		}
 		for i := range batch {
 			batch[i].Seq = first + uint64(i)
 		}
@@ -102,6 +134,9 @@ func (l *Log) Append(ctx context.Context, name string, recs []format.Record, key
 				return 0, 0, &CorruptionError{Dataset: d.name, StreamSeq: ack.Sequence, Err: fmt.Errorf("stored after message %d, expected after %d", ack.Sequence-1, d.tailStream)}
 			}
 			d.tailStream, d.tailSeq = ack.Sequence, last
+			if skip {
+				return first, last, nil
+			}
 			l.m.appends.Add(1)
 			l.m.records.Add(int64(len(batch)))
 			return first, last, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,5 +405,78 @@ func TestNames(t *testing.T) {
 	}
 	if StreamName("eia.daily") != "ES_DELTA_eia_Ddaily" || Subject("my_set") != "es.delta.my__set" {
 		t.Fatalf("documented naming changed: %s %s", StreamName("eia.daily"), Subject("my_set"))
+	}
+}
+
+// Advance moves the next seq above a snapshot that covers more than the
+// log holds: a skip message readers pass over, nothing when the head is
+// there already, and a second Log advancing to the same seq logs nothing
+// more.
+func TestAdvance(t *testing.T) {
+	n := startEmbedded(t, NodeOptions{})
+	l := connectNode(t, n, Options{})
+	other := connectNode(t, n, Options{})
+	ctx := testCtx(t, 20*time.Second)
+	if err := l.Create(ctx, "pet", CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Append(ctx, "pet", batchOf(0, 3), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Advance(ctx, "pet", 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Advance(ctx, "pet", 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Advance(ctx, "pet", 10); err != nil { // below the head: nothing
+		t.Fatal(err)
+	}
+	if h, err := other.Head(ctx, "pet"); err != nil || h != 40 {
+		t.Fatalf("head after Advance(40): %d, %v", h, err)
+	}
+	f, la, err := other.Append(ctx, "pet", batchOf(1, 2), "b")
+	if err != nil || f != 41 || la != 42 {
+		t.Fatalf("append after Advance: %d..%d, %v; want 41..42", f, la, err)
+	}
+	info, err := l.js.Stream(ctx, StreamName("pet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs := info.CachedInfo().State.Msgs; msgs != 3 {
+		t.Fatalf("%d messages, want 3 (append, one skip, append)", msgs)
+	}
+	var seqs []uint64
+	for _, from := range []uint64{1, 2, 20, 41} {
+		recs, err := l.Read(ctx, "pet", from)
+		if err != nil {
+			t.Fatalf("read from %d: %v", from, err)
+		}
+		seqs = seqs[:0]
+		for _, r := range recs {
+			seqs = append(seqs, r.Seq)
+		}
+		want := []uint64{1, 2, 3, 41, 42}
+		for len(want) > 0 && want[0] < from {
+			want = want[1:]
+		}
+		if !slices.Equal(seqs, want) {
+			t.Fatalf("read from %d: seqs %v, want %v", from, seqs, want)
+		}
+	}
+	// Follow passes over the skip too.
+	fctx, cancel := context.WithCancel(ctx)
+	var got []uint64
+	err = l.Follow(fctx, "pet", 3, func(recs []format.Record) error {
+		for _, r := range recs {
+			got = append(got, r.Seq)
+		}
+		if got[len(got)-1] == 42 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || !slices.Equal(got, []uint64{3, 41, 42}) {
+		t.Fatalf("follow from 3: %v, %v", got, err)
 	}
 }

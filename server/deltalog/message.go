@@ -18,6 +18,10 @@ import (
 //	headers: Nats-Msg-Id: the append's idempotency key
 //	         Es-Seq: "<first>-<last>", the records' seqs (decimal)
 //
+// A skip message (Log.Advance) holds no record: an empty batch whose
+// Es-Seq names the seqs it leaves unused, so the next message starts
+// above them.
+//
 // The checksum is the WAL frame's (CRC-32C over the encoded batch): a
 // message is checked end to end, whatever JetStream's own checks. Es-Seq
 // lets a reader find a record seq's message without decoding bodies; it
@@ -69,6 +73,11 @@ func checkName(dataset string) error {
 	}
 	return nil
 }
+
+// CheckKey returns ErrBadKey (wrapped) for a key Append refuses: empty,
+// over MaxKeyLen bytes, or a byte outside printable ASCII (a space
+// included), so that an HTTP header cannot inject another header.
+func CheckKey(key string) error { return checkKey(key) }
 
 func checkKey(key string) error {
 	if key == "" || len(key) > MaxKeyLen {
@@ -135,6 +144,9 @@ func decodeMessage(seqHdr string, payload []byte) ([]format.Record, error) {
 	recs, err := format.DecodeBatch(body)
 	if err != nil {
 		return nil, fmt.Errorf("records: %w", err)
+	}
+	if len(recs) == 0 {
+		return nil, nil // a skip message
 	}
 	if uint64(len(recs)) != last-first+1 {
 		return nil, fmt.Errorf("%d records, header says %d..%d", len(recs), first, last)

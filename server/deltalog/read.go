@@ -166,14 +166,16 @@ func (l *Log) scan(ctx context.Context, name string, from uint64, stopAtHead boo
 		if err != nil {
 			return &CorruptionError{Dataset: d.name, StreamSeq: sseq, Err: err}
 		}
-		first, last := recs[0].Seq, recs[len(recs)-1].Seq
+		first, last, _ := parseSeqHeader(m.Headers().Get(hdrSeq)) // checked by decodeMessage
 		switch {
 		case first > next:
 			// The ordered consumer skips what a Trim removed under it.
 			return fmt.Errorf("%w: %s: message %d starts at seq %d, the next to deliver is %d", ErrTrimmed, d.name, sseq, first, next)
 		case last >= next:
-			if err := fn(recs[next-first:]); err != nil {
-				return err
+			if len(recs) > 0 { // else a skip message
+				if err := fn(recs[next-first:]); err != nil {
+					return err
+				}
 			}
 			next = last + 1
 		}
