@@ -39,7 +39,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrConflict):
 		return http.StatusConflict
-	case errors.Is(err, ErrLakeUnavailable):
+	case errors.Is(err, ErrLakeUnavailable), errors.Is(err, ErrNotApplied):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, localcache.ErrDamaged):
 		// Until a PUT installs a good snapshot over it. Before not found:

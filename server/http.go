@@ -214,12 +214,18 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badInput(err))
 		return
 	}
-	first, last, err := s.Ingest(name, recs)
+	// The client's key makes a retry (to this or another replica) store
+	// nothing; without one, the server makes one and returns it.
+	key := r.Header.Get(IdempotencyHeader)
+	if key == "" {
+		key = newKey()
+	}
+	first, last, err := s.IngestKey(r.Context(), name, recs, key)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, map[string]any{"dataset": name, "rows": len(recs), "first_seq": first, "last_seq": last})
+	writeJSON(w, map[string]any{"dataset": name, "rows": len(recs), "first_seq": first, "last_seq": last, "idempotency_key": key})
 }
 
 func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {

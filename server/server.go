@@ -4,9 +4,12 @@
 // history back to its oldest retained snapshot, and streams snapshots and
 // deltas to companions through server/hub. It also serves lookups.
 //
-// Durability: an ingest is acknowledged only after the store's write-ahead
-// log and the history log are fsynced; sequence numbers continue from the
-// store after a restart.
+// Durability: the live delta lives in the JetStream delta log
+// (server/deltalog; logfollow.go): an ingest is acknowledged only after
+// JetStream acknowledged it (fsynced first on the embedded node) and this
+// server applied it. Sequence numbers are the log's, contiguous per
+// dataset. The store keeps its delta in memory only and applies the log
+// again from its snapshot's covers after a restart.
 package server
 
 import (
@@ -30,6 +33,7 @@ import (
 	"github.com/energyscope/energyscope/localcache/format"
 	_ "github.com/energyscope/energyscope/localcache/format/tailwrite" // format.Write can write a cold tier (tail.parquet)
 	"github.com/energyscope/energyscope/server/cook"
+	"github.com/energyscope/energyscope/server/deltalog"
 	"github.com/energyscope/energyscope/server/hub"
 	"github.com/energyscope/energyscope/server/lake"
 	"github.com/energyscope/energyscope/sync/protocol"
@@ -82,6 +86,13 @@ type Options struct {
 	// to install what other replicas committed (replica.go; zero:
 	// DefaultLakePoll, negative: never).
 	LakePoll time.Duration
+	// DeltaLog is the delta log every dataset's live records go through
+	// (logfollow.go): a connection to an external JetStream cluster
+	// (deltalog.Connect, es serve --nats), which the caller opens and
+	// closes after Close. nil: New starts an embedded JetStream node in
+	// <Home>/nats (NatsDir) and stops it at Close; the same code path on
+	// one box.
+	DeltaLog *deltalog.Log
 }
 
 // ConnOptions are the connection limits of HTTPServer. Zero values take
@@ -143,9 +154,14 @@ func (c ConnOptions) withDefaults() ConnOptions {
 type Server struct {
 	opts  Options
 	store *localcache.Store
-	hub   *hub.Hub
-	log   *slog.Logger
-	m     *metrics
+	dlog  *deltalog.Log
+	node  *deltalog.Node // the embedded node when Options.DeltaLog is nil (owned)
+	// openMu serializes openDataset (its catch-up reads the log without
+	// holding mu).
+	openMu sync.Mutex
+	hub    *hub.Hub
+	log    *slog.Logger
+	m      *metrics
 
 	// authOff: no tokens were configured at New (development on
 	// loopback). Fixed at New: removing the last token later refuses
@@ -201,21 +217,32 @@ type nameLock struct {
 // dataset is the server-side state of one dataset beyond the store.
 type dataset struct {
 	name string
-	// mu serializes ingest (seq assignment, apply, history, publish),
-	// compaction bookkeeping and replacement of this dataset.
+	// mu serializes this server's appends to the log with replacements
+	// (a replacement's covers is the log's head under mu), and the
+	// compaction bookkeeping.
 	mu sync.Mutex
-	// hist holds every record since the oldest retained snapshot: with
-	// seq > histFrom, contiguous. Guarded by hmu (readers: the hub).
+	// hist is the in-memory tail: every record since the oldest retained
+	// snapshot, with seq > histFrom, contiguous, rebuilt from the log at
+	// start. Guarded by hmu (readers: the hub).
 	hmu      sync.RWMutex
 	hist     []format.Record
 	histFrom uint64
-	histLog  *delta.WAL
+	// amu guards the follower's progress: applied (the last seq the store
+	// holds; appliedCh is closed and replaced when it moves), state and
+	// followErr.
+	amu       sync.Mutex
+	applied   uint64
+	appliedCh chan struct{}
+	state     FollowState
+	followErr error
 	// files maps sha256 -> path for the retained snapshots; guarded by hmu.
 	files      map[string]string
 	compacting bool // guarded by mu
 }
 
-// HistoryDir is where the server keeps the delta history in its home.
+// HistoryDir is where a server kept the delta history in its home
+// before the delta log (issue 13): New moves what it holds into the log
+// once and removes it (migrateHome).
 const HistoryDir = "server-history"
 
 // New opens the server's home.
@@ -249,18 +276,38 @@ func New(o Options) (*Server, error) {
 		names: map[string]*nameLock{}, uploads: map[string]bool{}, stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.lk.vintages, s.lk.refused, s.lk.installing = map[string]lake.Vintage{}, map[string]string{}, map[string]string{}
+	if o.DeltaLog == nil {
+		n, l, err := openEmbeddedLog(o.Home, o)
+		if err != nil {
+			s.cancel()
+			return nil, fmt.Errorf("delta log: %w", err)
+		}
+		s.node, o.DeltaLog = n, l
+		s.opts.DeltaLog = l
+	}
+	s.dlog = o.DeltaLog
+	fail := func(err error) (*Server, error) {
+		s.cancel()
+		if s.store != nil {
+			s.store.Close()
+		}
+		s.closeLog()
+		return nil, err
+	}
 	s.lk.rollbackOf = map[string]rollbackMark{}
-	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep}
+	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep, DeltaInMemory: true}
 	var heads func() map[string]lakeHead
 	if o.Lake != nil {
 		heads = s.startLake(lo) // lakeserve.go: reads the heads while the store opens
 	}
 	st, err := localcache.Open(o.Home, lo)
 	if err != nil {
-		s.cancel()
-		return nil, err
+		return fail(err)
 	}
 	s.store = st
+	if err := s.migrateHome(); err != nil {
+		return fail(err)
+	}
 	s.authOff = o.Tokens == nil || o.Tokens.Empty()
 	s.conns = newConnLimiter(o.Conn.MaxUnauthConns)
 	s.m = newMetrics(s)
@@ -297,28 +344,36 @@ func (s *Server) Store() *localcache.Store { return s.store }
 // Hub is the websocket hub.
 func (s *Server) Hub() *hub.Hub { return s.hub }
 
+// openDataset opens dataset name's side of the delta log: it makes the
+// stream if the log has none (after the store's head), rebuilds the tail
+// and applies what the store lacks (catchUp), then starts the follower.
 func (s *Server) openDataset(name string) (*dataset, error) {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if d := s.ds[name]; d != nil {
+	d := s.ds[name]
+	s.mu.Unlock()
+	if d != nil {
 		return d, nil
 	}
-	d := &dataset{name: name}
-	w, recs, err := delta.OpenWAL(filepath.Join(s.opts.Home, HistoryDir, name), false, 0, s.log)
-	if err != nil {
-		return nil, fmt.Errorf("dataset %s: history: %w", name, err)
-	}
-	d.histLog = w
-	head, err := s.store.LastSeq(name)
-	if err != nil {
-		return nil, err
-	}
-	d.hist = usableHistory(recs, head)
-	d.histFrom = head - uint64(len(d.hist))
+	d = &dataset{name: name, appliedCh: make(chan struct{})}
 	s.refreshFilesLocked(d)
+	ctx, cancel := context.WithTimeout(s.ctx, startTimeout)
+	next, err := s.catchUp(ctx, d)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", name, err)
+	}
+	s.mu.Lock()
 	s.ds[name] = d
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.follow(d, next)
 	return d, nil
 }
+
+// startTimeout bounds a dataset's catch-up from the delta log at open.
+const startTimeout = 2 * time.Minute
 
 // installReplacement puts the snapshot in dir, manifest m, in service as
 // a new epoch of dataset name (a PUT, a rollback), forgets the history at
@@ -519,64 +574,82 @@ func (s *Server) OpenFile(name, sha string) (hub.ReadAtCloser, error) {
 	return f, nil
 }
 
-// Ingest assigns sequence numbers to records, makes them durable (store
-// WAL and history), applies them and fans them out. It returns the seq
-// range assigned.
+// Ingest logs records under a new idempotency key (IngestKey).
 func (s *Server) Ingest(name string, recs []format.Record) (first, last uint64, err error) {
+	return s.IngestKey(context.Background(), name, recs, "")
+}
+
+// ingestApplyTimeout bounds how long an ingest the log acknowledged
+// waits for this server to apply it.
+const ingestApplyTimeout = 30 * time.Second
+
+// IngestKey validates records, appends them to the dataset's delta log as
+// one message under idempotency key key ("" makes one), waits until
+// JetStream acknowledged it and this server applied it (read-your-writes),
+// and returns the seqs the log assigned (first..last, contiguous). The
+// follower applies and fans out the records (the one apply path).
+//
+// A retry with the same key, to this server or another replica, within
+// the log's duplicate window (10 minutes) stores nothing and returns the
+// first append's seqs. A batch whose encoded size is over the log's
+// message limit (LogState().MaxBatchBytes) is refused whole (ErrTooLarge,
+// HTTP 413): a batch is all in the log or not there. A bad key wraps
+// ErrBadInput and ErrBadKey. ErrNotApplied: logged (durable), but not
+// applied here within 30 s; retry with the same key.
+func (s *Server) IngestKey(ctx context.Context, name string, recs []format.Record, key string) (first, last uint64, err error) {
 	if len(recs) == 0 {
 		return 0, 0, fmt.Errorf("%w: no rows", ErrBadInput)
 	}
-	if n := batchBytesBound(recs); n > s.opts.MaxBatchBytes {
-		return 0, 0, fmt.Errorf("%w: a batch of %d rows may take %d bytes in the write-ahead log, over the %d-byte limit: send it in smaller batches", ErrTooLarge, len(recs), n, s.opts.MaxBatchBytes)
+	if key == "" {
+		key = newKey()
+	} else if err := deltalog.CheckKey(key); err != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	limit := s.maxBatchBytes()
+	if n := batchBytesBound(recs); n > limit {
+		return 0, 0, fmt.Errorf("%w: a batch of %d rows may take %d bytes in the delta log, over its %d-byte limit of one message: send it in smaller batches", ErrTooLarge, len(recs), n, limit)
 	}
 	d, err := s.dataset(name)
 	if err != nil {
 		return 0, 0, err
 	}
 	start := time.Now()
-	d.mu.Lock()
-	head, err := s.store.LastSeq(name)
-	if err != nil {
-		d.mu.Unlock()
-		return 0, 0, err
-	}
 	for i := range recs {
-		recs[i].Seq = head + uint64(i) + 1
+		recs[i].Seq = uint64(i) + 1 // validity does not depend on the seqs; the log assigns them
 	}
 	if err := format.ValidateRecords(recs); err != nil {
-		d.mu.Unlock()
 		return 0, 0, err
 	}
+	d.mu.Lock()
 	// A new series without a frequency gets the one cook would infer (on
 	// metadata that counts towards the batch's bytes).
-	if added, err := inferNewSeries(recs, func(id string) (bool, error) { return s.store.Has(name, id) }); err != nil || added > 0 && batchBytesBound(recs) > s.opts.MaxBatchBytes {
+	if added, err := inferNewSeries(recs, func(id string) (bool, error) { return s.store.Has(name, id) }); err != nil || added > 0 && batchBytesBound(recs) > limit {
 		d.mu.Unlock()
 		if err == nil {
-			err = fmt.Errorf("%w: a batch of %d rows (%d new series) may take %d bytes in the write-ahead log, over the %d-byte limit: send it in smaller batches", ErrTooLarge, len(recs), added, batchBytesBound(recs), s.opts.MaxBatchBytes)
+			err = fmt.Errorf("%w: a batch of %d rows (%d new series) may take %d bytes in the delta log, over its %d-byte limit of one message: send it in smaller batches", ErrTooLarge, len(recs), added, batchBytesBound(recs), limit)
 		}
 		return 0, 0, err
 	}
-	// History first: a record in the history but not in the store is
-	// harmless (its seq is reassigned after a crash only if the store did
-	// not get it, and usableHistory skips it at open).
-	if err := d.histLog.Append(recs); err != nil {
-		d.mu.Unlock()
-		return 0, 0, fmt.Errorf("history: %w", err)
-	}
-	if _, err := s.store.Apply(name, recs); err != nil {
-		d.mu.Unlock()
-		return 0, 0, err
-	}
-	d.hmu.Lock()
-	d.hist = append(d.hist, recs...)
-	d.hmu.Unlock()
-	s.hub.Publish(name, recs)
+	actx, cancel := context.WithTimeout(ctx, ingestApplyTimeout)
+	defer cancel()
+	first, last, err = s.dlog.Append(actx, name, recs, key)
 	d.mu.Unlock()
-
+	if err != nil {
+		if errors.Is(err, deltalog.ErrTooLarge) {
+			return 0, 0, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
+		return 0, 0, fmt.Errorf("delta log: %w", err)
+	}
+	for i := range recs {
+		recs[i].Seq = first + uint64(i)
+	}
+	if err := d.waitApplied(actx, last); err != nil {
+		return first, last, err
+	}
 	s.m.ingestRows.Add(float64(len(recs)))
 	s.m.ingestSeconds.Observe(time.Since(start).Seconds())
 	s.maybeCompact(name)
-	return recs[0].Seq, recs[len(recs)-1].Seq, nil
+	return first, last, nil
 }
 
 func (s *Server) maybeCompact(name string) {
@@ -638,44 +711,48 @@ func (s *Server) Compact(name string) (*format.Manifest, error) {
 	return m, nil
 }
 
-// trimHistory keeps records above the oldest retained snapshot's covers.
-func (s *Server) trimHistory(d *dataset) {
-	oldest := ^uint64(0)
-	root := filepath.Join(s.store.DatasetDir(d.name), format.SnapshotsDir)
+// retainedCovers is the lowest covers_through_seq of the snapshot in
+// service (also when it lives in the lake, with no directory) and the
+// dataset's retained snapshot directories of its epoch; false when none
+// serves. Records of an earlier epoch are never served again (a
+// companion of that epoch downloads the new one).
+func (s *Server) retainedCovers(name string) (uint64, bool) {
+	_, cur, ok := s.Head(name)
+	if !ok {
+		return 0, false
+	}
+	oldest := cur.CoversThroughSeq
+	root := filepath.Join(s.store.DatasetDir(name), format.SnapshotsDir)
 	ents, _ := os.ReadDir(root)
 	for _, e := range ents {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), format.TempPrefix) {
 			continue
 		}
-		if m, err := format.ReadManifest(filepath.Join(root, e.Name())); err == nil {
+		if m, err := format.ReadManifest(filepath.Join(root, e.Name())); err == nil && m.Epoch == cur.Epoch {
 			oldest = min(oldest, m.CoversThroughSeq)
 		}
 	}
-	if _, m, ok := s.Head(d.name); ok {
-		// The snapshot in service, also when it lives in the lake (no
-		// directory): the history reaches back at least to it.
-		oldest = min(oldest, m.CoversThroughSeq)
-	}
-	if oldest == ^uint64(0) {
+	return oldest, true
+}
+
+// trimHistory keeps the tail above the oldest retained snapshot's covers
+// and trims the delta log below it: a companion further behind gets a
+// snapshot, and no retained snapshot needs a record below its covers.
+func (s *Server) trimHistory(d *dataset) {
+	oldest, ok := s.retainedCovers(d.name)
+	if !ok {
 		return
 	}
 	d.hmu.Lock()
 	if oldest > d.histFrom {
-		i := sort.Search(len(d.hist), func(i int) bool { return d.hist[i].Seq > oldest })
+		i := histSearch(d.hist, oldest)
 		d.hist = slices.Clone(d.hist[i:])
 		d.histFrom = oldest
 	}
 	d.hmu.Unlock()
-	d.mu.Lock()
-	if err := d.histLog.Rotate(s.lastSeqOr(d.name) + 1); err == nil {
-		d.histLog.DropThrough(oldest)
+	if err := s.dlog.Trim(s.ctx, d.name, oldest+1); err != nil {
+		s.log.Warn("delta log: trim", "dataset", d.name, "below", oldest+1, "err", err)
 	}
-	d.mu.Unlock()
-}
-
-func (s *Server) lastSeqOr(name string) uint64 {
-	seq, _ := s.store.LastSeq(name)
-	return seq
 }
 
 // Replace cooks source files into a new epoch of a dataset (creating it if
@@ -731,16 +808,14 @@ func (s *Server) resetHistoryLocked(d *dataset, covers uint64) {
 	i := sort.Search(len(d.hist), func(i int) bool { return d.hist[i].Seq > covers })
 	d.hist, d.histFrom = slices.Clone(d.hist[i:]), covers
 	d.hmu.Unlock()
-	next := covers + 1
-	if n := len(d.hist); n > 0 {
-		next = d.hist[n-1].Seq + 1
-	}
-	if err := d.histLog.Rotate(next); err != nil {
-		s.log.Warn("rotate history", "dataset", d.name, "err", err)
-		return
-	}
-	if err := d.histLog.DropThrough(covers); err != nil {
-		s.log.Warn("trim history", "dataset", d.name, "err", err)
+	// The store serves through covers: an ingest waiting for a seq the
+	// replacement covers returns (its records were replaced).
+	d.setApplied(covers)
+	// The log numbers the next record above covers.
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	if err := s.dlog.Advance(ctx, d.name, covers); err != nil {
+		s.log.Error("delta log: advance past an installed snapshot", "dataset", d.name, "covers", covers, "err", err)
 	}
 }
 
@@ -750,9 +825,20 @@ func (s *Server) resetHistoryLocked(d *dataset, covers uint64) {
 // every epoch and at or above every seq left in its directory and logs.
 func (s *Server) nextEpoch(name string) (epoch, covers uint64) {
 	if head, _, ok := s.Head(name); ok {
-		return head.Epoch + 1, head.Seq
+		epoch, covers = head.Epoch+1, head.Seq
+	} else {
+		epoch, covers = NextEpoch(s.store, name)
 	}
-	return NextEpoch(s.store, name)
+	// The log's head: records logged (maybe through another replica) and
+	// not yet applied here belong to the epoch being replaced.
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	if h, err := s.dlog.Head(ctx, name); err == nil {
+		covers = max(covers, h)
+	} else if !errors.Is(err, deltalog.ErrUnknownDataset) {
+		s.log.Warn("delta log: head for a replacement", "dataset", name, "err", err)
+	}
+	return epoch, covers
 }
 
 // NextEpoch returns the epoch and covers_through_seq for a full
@@ -960,11 +1046,19 @@ func (s *Server) Close() error {
 	close(s.stop)
 	s.hub.Close()
 	s.wg.Wait()
-	s.mu.Lock()
-	for _, d := range s.ds {
-		d.histLog.Close()
-	}
-	s.mu.Unlock()
 	s.closeVintages()
-	return s.store.Close()
+	err := s.store.Close()
+	s.closeLog()
+	return err
+}
+
+// closeLog closes the embedded node and its connection (an external
+// log's owner closes it).
+func (s *Server) closeLog() {
+	if s.node != nil {
+		os.Remove(filepath.Join(s.opts.Home, NatsDir, ClientURLFile))
+		s.dlog.Close()
+		s.node.Shutdown()
+		s.node = nil
+	}
 }

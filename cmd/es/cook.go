@@ -164,6 +164,15 @@ func cookDatasetTail(e *env, home string, lk *lake.Lake, dataset string, ins []s
 	// A new epoch covers every seq the dataset's logs hold: no record of
 	// the epoch before is replayed over the new input.
 	epoch, covers := server.NextEpoch(st, dataset)
+	if serverHome(home) {
+		// Seqs the server's delta log handed out belong to the epoch
+		// being replaced.
+		head, err := server.EmbeddedLogHead(context.Background(), home, dataset)
+		if err != nil {
+			return nil, fmt.Errorf("the server's delta log: %w", err)
+		}
+		covers = max(covers, head)
+	}
 	dsDir := st.DatasetDir(dataset)
 	tmp, err := format.TempSnapshotDir(dsDir)
 	if err != nil {

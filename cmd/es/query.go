@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,13 +18,28 @@ import (
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server"
 )
 
 func openStore(home string) (*localcache.Store, error) {
 	if _, err := os.Stat(home); err != nil {
 		return nil, fmt.Errorf("home %s: %w", home, err)
 	}
-	return localcache.Open(home, withLake(home, &localcache.Options{ReadOnly: true}, nil, os.Stderr))
+	if !serverHome(home) {
+		return localcache.Open(home, withLake(home, &localcache.Options{ReadOnly: true}, nil, os.Stderr))
+	}
+	// A server home: its live rows are in its delta log, read into this
+	// process's memory over the snapshots.
+	st, err := localcache.Open(home, withLake(home, &localcache.Options{ReadOnly: true, DeltaInMemory: true, CompactRows: -1, CompactBytes: -1}, nil, os.Stderr))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := server.OverlayHomeLog(ctx, home, st); err != nil {
+		fmt.Fprintf(os.Stderr, "warning: live rows of the server home not read: %v\n", err)
+	}
+	return st, nil
 }
 
 // parseBound reads a FROM/TO argument with ES.Get's date grammar

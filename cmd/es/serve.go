@@ -16,10 +16,11 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/server"
+	"github.com/energyscope/energyscope/server/deltalog"
 )
 
 func runServe(e *env, args []string) error {
-	var home, listen, metricsListen, certFile, keyFile, tokensFile, compactAt string
+	var home, listen, metricsListen, certFile, keyFile, tokensFile, compactAt, natsURLs string
 	var noAuth bool
 	var conn server.ConnOptions
 	fs := newFlags(e, "serve", &home)
@@ -39,6 +40,7 @@ func runServe(e *env, args []string) error {
 	fs.Int64Var(&conn.MinBodyRate, "min-body-rate", 32<<10, "bytes per second a request body must average after --body-grace")
 	fs.DurationVar(&conn.FileChunkTimeout, "file-chunk-timeout", 60*time.Second, "each 256 KiB of a snapshot file download (/v1/files) must be written within this time, else it is cut")
 	fs.IntVar(&conn.MaxUnauthConns, "max-unauth-conns", 256, "open connections without a passed token check; over it the oldest is closed")
+	fs.StringVar(&natsURLs, "nats", "", "the delta log's external NATS JetStream cluster, nats://h1:4222,nats://h2:4222,... (default: an embedded node in HOME/nats)")
 	var lf lakeFlags
 	lf.add(fs)
 	keepVintages := fs.Int("keep-vintages", 0, "lake retention: after each publish keep this many newest vintages per dataset (0 = no count limit; tagged and current vintages are always kept)")
@@ -71,8 +73,15 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	defer lk.Close()
+	var dl *deltalog.Log // nil: server.New runs the embedded node in HOME/nats
+	if natsURLs != "" {
+		if dl, err = deltalog.Connect(natsURLs, deltalog.Options{Logger: log, ClientName: "es-serve"}); err != nil {
+			return err
+		}
+		defer dl.Close()
+	}
 	srv, err := server.New(server.Options{Home: home, Logger: log, Tokens: tokens, CompactRows: *compactRows, CompactAt: compactAt, Keep: *keep,
-		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk,
+		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk, DeltaLog: dl,
 		KeepVintages: *keepVintages, KeepVintageFor: time.Duration(*keepVintageDays * float64(24*time.Hour))})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ import (
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/sync/client"
 )
 
@@ -419,9 +421,13 @@ func esGet(t *testing.T, home, series string) string {
 }
 
 // walRecords reads a dataset's write-ahead log read-only: the records
-// above covers.
+// above covers. A server home's are in its delta log (read through its
+// running node, or one started for the call).
 func walRecords(t *testing.T, home, ds string, covers uint64) []format.Record {
 	t.Helper()
+	if serverHome(home) {
+		return logRecords(t, home, ds, covers)
+	}
 	_, recs, err := delta.OpenWAL(filepath.Join(home, localcache.DatasetsDir, ds, localcache.WALDir), true, covers, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -969,4 +975,17 @@ func testE2ECorruptingProxy(t *testing.T, big *bigDataset) {
 	c.waitState("big", h.Snapshot, last, 90*time.Second)
 	checkSameDataset(t, srv.home, c, "big", append(someSeries(t, srv.home, "big", 2), "TICK.0", "TICK.4"))
 	t.Logf("live phase: %d more cuts", px.cuts.Load()-cuts)
+}
+
+// logRecords reads dataset ds's records above covers from a server
+// home's delta log.
+func logRecords(t *testing.T, home, ds string, covers uint64) []format.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := server.ReadHomeLog(ctx, home, ds, covers+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }

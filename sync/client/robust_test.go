@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,7 +22,6 @@ import (
 
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
-	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/sync/client"
@@ -212,13 +209,11 @@ func newStocksRig(t *testing.T, tokens *server.Tokens) *rig {
 	return r
 }
 
-// TestServerRestartAfterCrashBetweenHistoryAndStore: the server appends a
-// batch to its history log and then to the store; a crash between the two
-// leaves a record in the history that the store does not have, and the
-// next ingest reuses its seq. After restarts the history must still serve
-// catch-ups: a companion that was behind catches up by deltas (no
-// download) and sees the record the store has, not the orphan.
-func TestServerRestartAfterCrashBetweenHistoryAndStore(t *testing.T) {
+// TestServerRestartCatchesUpFromTheLog: the server keeps no history of
+// its own; after a restart it rebuilds its catch-up tail from the delta
+// log (issue 13). A companion that was behind catches up by deltas (no
+// download) and the next ingest continues the seqs.
+func TestServerRestartCatchesUpFromTheLog(t *testing.T) {
 	home := t.TempDir()
 	r := startRig(t, home, nil)
 	if _, err := r.srv.Replace("stocks", []string{stocks}, stocksOpts); err != nil {
@@ -238,32 +233,19 @@ func TestServerRestartAfterCrashBetweenHistoryAndStore(t *testing.T) {
 		r.ingest(row("T", i, float64(i)))
 	}
 	r.close()
-	// The crash: seq 11 reached the history log but not the store.
-	w, _, err := delta.OpenWAL(filepath.Join(home, server.HistoryDir, "stocks"), false, 0, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	orphan := row("T", 10, -999)
-	orphan.Seq = 11
-	if err := w.Append([]format.Record{orphan}); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-
 	r = startRig(t, home, nil)
 	if got := r.ingest(row("T", 10, 10)); got != 11 {
-		t.Fatalf("the next ingest got seq %d, want 11 (the orphan's)", got)
+		t.Fatalf("the next ingest got seq %d, want 11", got)
 	}
 	c = startComp(t, st, nil, client.Options{Server: r.hs.URL})
 	c.waitState(snap.Snapshot, 11, 20*time.Second)
 	sameAsServer(t, r.srv, st, "T")
 	if n := c.eng.Stats.DownloadRebases.Load(); n != 0 {
-		t.Fatalf("the companion downloaded %d snapshots; the history should have caught it up", n)
+		t.Fatalf("the companion downloaded %d snapshots; the tail should have caught it up", n)
 	}
 	c.stop()
 
-	// Restart again: the history log now holds seq 11 twice (the orphan
-	// and the real one). Still usable.
+	// Restart again: the tail is rebuilt again.
 	r.ingest(row("T", 11, 11))
 	r.close()
 	r = startRig(t, home, nil)
@@ -277,7 +259,7 @@ func TestServerRestartAfterCrashBetweenHistoryAndStore(t *testing.T) {
 		t.Fatalf("downloads %d; server log:\n%s", n, r.log.String())
 	}
 	if v, ok := value(st, "T", row("T", 10, 0).Period); !ok || v != 10 {
-		t.Fatalf("T at day 10 = %v %v, want the stored 10 (not the orphan's -999)", v, ok)
+		t.Fatalf("T at day 10 = %v %v, want 10", v, ok)
 	}
 }
 
@@ -350,43 +332,4 @@ func TestRebaseBothWays(t *testing.T) {
 	mis.waitState(m.SnapshotID, last, 20*time.Second)
 	sameAsServer(t, r.srv, okStore, "T", "MSFT")
 	sameAsServer(t, r.srv, badStore, "T", "MSFT")
-}
-
-// TestHistoryLostCompanionRecovers: the server's history is gone (deleted
-// while it was down), so it cannot catch a companion that is behind up by
-// deltas and answers its subscribe with the snapshot the companion already
-// holds. The companion must not sit there silently unsubscribed: it
-// retries, and converges as soon as the server publishes a snapshot that
-// covers its head.
-func TestHistoryLostCompanionRecovers(t *testing.T) {
-	home := t.TempDir()
-	r := startRig(t, home, nil)
-	if _, err := r.srv.Replace("stocks", []string{stocks}, stocksOpts); err != nil {
-		t.Fatal(err)
-	}
-	head, _, _ := r.srv.Head("stocks")
-	r.ingest(row("T", 0, 0))
-	st := openCompStore(t, t.TempDir())
-	c := startComp(t, st, nil, client.Options{Server: r.hs.URL})
-	c.waitState(head.Snapshot, 1, 20*time.Second)
-	c.stop()
-	r.ingest(row("T", 1, 1))
-	r.close()
-	if err := os.RemoveAll(filepath.Join(home, server.HistoryDir)); err != nil {
-		t.Fatal(err)
-	}
-	r = startRig(t, home, nil)
-	c = startComp(t, st, nil, client.Options{Server: r.hs.URL, MaxBackoff: 300 * time.Millisecond})
-	// Same epoch and snapshot, seq within the head: only a history that
-	// does not reach back makes the server answer with a snapshot.
-	waitFor(t, 20*time.Second, "the server to tell the companion its history is short", func() bool {
-		return r.srv.Hub().Stats().Rebases > 0
-	})
-	m, err := r.srv.Compact("stocks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := r.ingest(row("T", 2, 2))
-	c.waitState(m.SnapshotID, last, 20*time.Second)
-	sameAsServer(t, r.srv, st, "T")
 }
