@@ -53,7 +53,9 @@ type Options struct {
 	// Publish, when set, is called for every snapshot a writable store is
 	// about to put in service (Compact, CompactThrough, Install, the
 	// install over a damaged dataset), with the finished snapshot placed
-	// at dir (snapshots/<id>) and before CURRENT moves: the server
+	// at dir (snapshots/<id>; its files were just written by format.Write
+	// or checked against its manifest by Install, so the hook may trust
+	// the manifest's hashes) and before CURRENT moves: the server
 	// publishes it to its lake there, so the lake never lags what is
 	// served. An error aborts that install: CURRENT does not move, the old
 	// snapshot keeps serving, the delta keeps its records, and the placed

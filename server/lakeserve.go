@@ -100,7 +100,9 @@ func (s *Server) Lake() *lake.Lake { return s.opts.Lake }
 func (s *Server) publishToLake(dataset, dir string, m *format.Manifest) error {
 	s.lk.Lock()
 	skip := s.lk.installing[dataset] == m.SnapshotID
-	var po lake.PublishOptions
+	// The store hands over a snapshot it has just written (format.Write)
+	// or checked (Install's VerifyFiles): not hashed again.
+	po := lake.PublishOptions{Verified: true}
 	if rb, ok := s.lk.rollbackOf[dataset]; ok && rb.snapshot == m.SnapshotID {
 		po.RollbackOf = rb.of
 	}

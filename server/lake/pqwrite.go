@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/encoding/delta"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	pq "github.com/parquet-go/parquet-go/format"
 
@@ -26,12 +27,15 @@ import (
 //     PLAIN dictionary page of the row group's distinct values and an
 //     RLE_DICTIONARY data page made of one RLE run per series (or per run
 //     of series sharing the value): its size and cost are per series;
-//   - period: INT32 (DATE) or INT64 (TIMESTAMP(MICROS, UTC)), PLAIN: the
-//     snapshot's period column copied as is (seconds times 10^6);
+//   - period: INT32 (DATE) or INT64 (TIMESTAMP(MICROS, UTC)),
+//     DELTA_BINARY_PACKED (a series' evenly spaced periods take a few
+//     bits a row);
 //   - value: DOUBLE, PLAIN: the snapshot's value column as is.
 //
 // Statistics (min/max, null count 0) for series_id and period; column
 // orders TYPE_DEFINED_ORDER; field ids from the table schema.
+
+var deltaEnc delta.BinaryPackedEncoding
 
 // pqColumns: the data file's columns in table order.
 var pqColumns = [...]struct {
@@ -214,36 +218,46 @@ func (f *pqFile) writeGroup(g *pqGroup) error {
 		}
 		cols[ci] = pq.ColumnChunk{FileOffset: dictOff, MetaData: md}
 	}
-	// period and value, PLAIN: the columns' bytes as they are.
+	// period DELTA_BINARY_PACKED (a series' periods are evenly spaced:
+	// a few bits a row instead of 4 or 8 bytes), value PLAIN (the
+	// column's bytes as they are).
 	var (
 		periodType  pq.Type
 		periodBytes []byte
 		minP, maxP  []byte
+		err         error
 	)
 	if f.pt == format.PeriodTimestamp {
-		periodType, periodBytes = pq.Int64, arrow.Int64Traits.CastToBytes(g.micros)
+		periodType = pq.Int64
+		periodBytes, err = deltaEnc.EncodeInt64(f.buf[:0], g.micros)
 		minP = binary.LittleEndian.AppendUint64(nil, uint64(g.minP*1_000_000))
 		maxP = binary.LittleEndian.AppendUint64(nil, uint64(g.maxP*1_000_000))
 	} else {
-		periodType, periodBytes = pq.Int32, arrow.Int32Traits.CastToBytes(g.days)
+		periodType = pq.Int32
+		periodBytes, err = deltaEnc.EncodeInt32(f.buf[:0], g.days)
 		minP = binary.LittleEndian.AppendUint32(nil, uint32(int32(g.minP)))
 		maxP = binary.LittleEndian.AppendUint32(nil, uint32(int32(g.maxP)))
 	}
+	if err != nil {
+		return err
+	}
+	f.buf = periodBytes
 	for _, c := range []struct {
 		ci    int
 		typ   pq.Type
+		enc   pq.Encoding
 		body  []byte
 		stats pq.Statistics
 	}{
-		{1, periodType, periodBytes, pq.Statistics{MinValue: minP, MaxValue: maxP}},
-		{2, pq.Double, arrow.Float64Traits.CastToBytes(g.values), pq.Statistics{}},
+		{1, periodType, pq.DeltaBinaryPacked, periodBytes, pq.Statistics{MinValue: minP, MaxValue: maxP}},
+		{2, pq.Double, pq.Plain, arrow.Float64Traits.CastToBytes(g.values), pq.Statistics{}},
 	} {
-		off, size, err := f.page(dataPage(n, pq.Plain), c.body)
+		off, size, err := f.page(dataPage(n, c.enc), c.body)
 		if err != nil {
 			return err
 		}
 		cols[c.ci] = pq.ColumnChunk{FileOffset: off, MetaData: pq.ColumnMetaData{
-			Type: c.typ, Encoding: thrift.Slice[pq.Encoding]{pq.Plain},
+			Type: c.typ, Encoding: thrift.Slice[pq.Encoding]{c.enc},
 			PathInSchema: thrift.Slice[string]{pqColumns[c.ci].name}, Codec: pq.Uncompressed,
 			NumValues: int64(n), TotalUncompressedSize: size, TotalCompressedSize: size,
 			DataPageOffset: off, Statistics: c.stats,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	pq "github.com/parquet-go/parquet-go"
+	pqformat "github.com/parquet-go/parquet-go/format"
 
 	"github.com/energyscope/energyscope/localcache/format"
 )
@@ -135,6 +136,9 @@ func TestDataFileLayout(t *testing.T) {
 					t.Fatalf("row group %d starts inside series %s", g, rows[0].Series)
 				}
 				md := f.Metadata().RowGroups[g]
+				if enc := md.Columns[1].MetaData.Encoding; len(enc) != 1 || enc[0] != pqformat.DeltaBinaryPacked {
+					t.Fatalf("row group %d: period encodings %v, want DELTA_BINARY_PACKED", g, enc)
+				}
 				id := md.Columns[0].MetaData.Statistics
 				if string(id.MinValue) != rows[0].Series || string(id.MaxValue) != rows[len(rows)-1].Series {
 					t.Fatalf("row group %d: series_id stats [%s, %s], rows [%s, %s]", g, id.MinValue, id.MaxValue, rows[0].Series, rows[len(rows)-1].Series)
