@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,7 @@ func TestServeKill9MidIngest(t *testing.T) {
 	srv.start("127.0.0.1:0")
 	defer func() { srv.p.kill() }()
 
-	const rounds, perBatch = 3, 20
+	const rounds, perBatch = 5, 20
 	type ackd struct{ first, last uint64 }
 	acked := map[int]ackd{} // batch -> seqs
 	batch := 0
@@ -171,5 +172,52 @@ func TestServeKill9MidIngest(t *testing.T) {
 	}
 	if _, err := os.Stat(home + "/datasets/stocks/wal"); err == nil {
 		t.Fatal("the server wrote a write-ahead log")
+	}
+}
+
+// TestServerHomeCommands (issue 13): es put, get, compact and cook on a
+// server home whose server is stopped go through its delta log (they
+// start its embedded node): put logs rows at the log's next seqs, get
+// shows them, compact folds them and trims, cook starts an epoch above
+// every seq the log handed out, and the server started again continues
+// from there.
+func TestServerHomeCommands(t *testing.T) {
+	home := t.TempDir()
+	cookStocks(t, home)
+	srv := newE2EServer(t, home)
+	srv.start("127.0.0.1:0")
+	if last, err := srv.post("stocks", []tickRow{tickRowN(0)}); err != nil || last != 1 {
+		t.Fatalf("post: %d, %v", last, err)
+	}
+	srv.p.kill() // its client-url file is stale now
+
+	upd := filepath.Join(t.TempDir(), "upd.csv")
+	os.WriteFile(upd, []byte("series_id,period,value\nMSFT,2031-02-01,42\n"), 0o644)
+	if out := mustES(t, "put", "--home", home, "--dataset", "stocks", upd); !strings.Contains(out, "seq 2..2") {
+		t.Fatalf("es put on a server home: %q", out)
+	}
+	if got := mustES(t, "get", "--home", home, "MSFT", "2031"); !strings.Contains(got, "2031-02-01,42\n") {
+		t.Fatalf("es get after es put: %q", got)
+	}
+	if got := mustES(t, "get", "--home", home, "TICK.0"); !strings.Contains(got, "2030-01-01,0.25\n") {
+		t.Fatalf("es get of the served row: %q", got)
+	}
+	if out := mustES(t, "compact", "--home", home); !strings.Contains(out, "covers seq 2 ") {
+		t.Fatalf("es compact on a server home: %q", out)
+	}
+	if out := mustES(t, "put", "--home", home, "--dataset", "stocks", upd); !strings.Contains(out, "seq 3..3") {
+		t.Fatalf("es put after the compaction: %q", out)
+	}
+	cookStocks(t, home) // a new epoch over the logged rows
+	ep, _, seq, err := homeState(home, "stocks")
+	if err != nil || ep != 2 || seq != 3 {
+		t.Fatalf("after es cook: epoch %d seq %d, %v; want epoch 2 at seq 3 (every logged seq)", ep, seq, err)
+	}
+	if got := mustES(t, "get", "--home", home, "MSFT", "2031"); strings.Contains(got, "2031-02-01") {
+		t.Fatalf("a row of the old epoch came back after es cook: %q", got)
+	}
+	srv.start(srv.addr)
+	if last, err := srv.post("stocks", []tickRow{tickRowN(1)}); err != nil || last != 4 {
+		t.Fatalf("post after es cook: %d, %v; want seq 4", last, err)
 	}
 }
