@@ -212,3 +212,82 @@ func TestServeWeedLake(t *testing.T) {
 		t.Fatalf("the companion's es get MSFT after the third PUT:\n%s\nwant %v", got, v1["2000-01-01"]*3)
 	}
 }
+
+// TestServeWeedLakeDown: SeaweedFS (catalog and warehouse at once) killed
+// under a running es serve: lookups keep answering from the mapped
+// snapshot, /healthz says the catalog is unreachable, a PUT answers 503
+// and changes nothing; a server restarted while SeaweedFS is still down
+// serves the same snapshot from its verified download; once SeaweedFS is
+// back the next PUT publishes and serves.
+func TestServeWeedLakeDown(t *testing.T) {
+	skipE2E(t)
+	w := testweed.Start(t)
+	w.Setenv(t)
+	home := t.TempDir()
+	s := newE2EServer(t, home)
+	s.extraArgs = []string{"--catalog", w.Catalog, "--warehouse", w.RESTWarehouse(), "--s3-endpoint", w.S3}
+	s.start("127.0.0.1:0")
+	const query = "?series_col=symbol&period_col=date&value_col=price&frequency=M"
+	put := func(body string) (int, []byte) {
+		t.Helper()
+		code, b, err := s.do("PUT", "/v1/datasets/stocks"+query, s.write, "text/csv", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, b
+	}
+	series := func() string {
+		t.Helper()
+		code, b, err := s.do("GET", "/v1/series/MSFT?from=2000-01-01&to=2030-01-01", s.read, "", nil)
+		if err != nil || code != 200 {
+			t.Fatalf("GET MSFT: %d %v %s", code, err, b)
+		}
+		return string(b)
+	}
+	catalog := func() server.CatalogState {
+		t.Helper()
+		var h server.Health
+		if _, b, err := s.do("GET", "/healthz", s.read, "", nil); err != nil || json.Unmarshal(b, &h) != nil || h.Lake == nil {
+			t.Fatalf("healthz: %v %s", err, b)
+		}
+		return h.Lake.Catalog
+	}
+	if code, b := put("symbol,date,price\nMSFT,2000-01-01,10\nMSFT,2000-02-01,11\n"); code != 200 {
+		t.Fatalf("PUT: %d %s", code, b)
+	}
+	want, head := series(), s.head("stocks")
+
+	w.Kill()
+	if got := series(); got != want {
+		t.Fatalf("with SeaweedFS down: %s, want %s", got, want)
+	}
+	if st := catalog(); st != server.CatalogUnreachable {
+		t.Fatalf("healthz lake.catalog %q with SeaweedFS down", st)
+	}
+	if code, b := put("symbol,date,price\nMSFT,2000-01-01,20\n"); code != 503 {
+		t.Fatalf("PUT with SeaweedFS down: %d %s, want 503", code, b)
+	}
+	if h := s.head("stocks"); h.Snapshot != head.Snapshot || series() != want {
+		t.Fatalf("the refused PUT changed what is served: %+v", h)
+	}
+
+	s.p.kill()
+	s.start(s.addr)
+	if got := series(); got != want {
+		t.Fatalf("restarted with SeaweedFS down: %s, want %s", got, want)
+	}
+	if h := s.head("stocks"); h.Snapshot != head.Snapshot {
+		t.Fatalf("restarted with SeaweedFS down: serving %+v, want %+v", h, head)
+	}
+
+	w.Restart()
+	if code, b := put("symbol,date,price\nMSFT,2000-01-01,30\n"); code != 200 {
+		t.Fatalf("PUT with SeaweedFS back: %d %s", code, b)
+	}
+	if got := series(); !strings.Contains(got, "30") || got == want {
+		t.Fatalf("after the PUT with SeaweedFS back: %s", got)
+	}
+	if st := catalog(); st != server.CatalogReachable {
+		t.Fatalf("healthz lake.catalog %q with SeaweedFS back", st)
+	}
+}

@@ -20,6 +20,7 @@
 package testweed
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	_ "embed"
@@ -27,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/url"
@@ -281,6 +283,46 @@ func (s *Server) ready(ctx context.Context) error {
 	if err != nil || code != http.StatusOK {
 		return fmt.Errorf("catalog: %d %v", code, err)
 	}
+	// A write lands: after a restart weed's first write waits ~11 s (its
+	// filer retries until the master hands out a writable volume again);
+	// the probe is a file outside the buckets, removed after.
+	return s.probeWrite(ctx)
+}
+
+// probeWrite writes and deletes a file outside the buckets through the
+// filer.
+func (s *Server) probeWrite(ctx context.Context) error {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, err := mw.CreateFormFile("file", "probe")
+	if err != nil {
+		return err
+	}
+	fw.Write([]byte("probe"))
+	mw.Close()
+	u := s.Filer + "/testweed/probe"
+	c := &http.Client{Timeout: 30 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("write probe: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("write probe: %s", resp.Status)
+	}
+	req, err = http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
+	if err != nil {
+		return err
+	}
+	if resp, err = c.Do(req); err != nil {
+		return fmt.Errorf("write probe: delete: %w", err)
+	}
+	resp.Body.Close()
 	return nil
 }
 
@@ -399,7 +441,8 @@ func (s *Server) killLocked() {
 }
 
 // Restart starts a stopped or killed server again on the same ports and
-// state and waits until it is ready.
+// state and waits until it is ready, a write included (~15 s: weed's
+// first write after a restart waits ~11 s for a writable volume).
 func (s *Server) Restart() {
 	s.t.Helper()
 	if err := s.run(); err != nil {
