@@ -96,6 +96,8 @@ func runChild(a childArgs) error {
 		out, err = childResident(a)
 	case "cg":
 		out, err = childCG(a)
+	case "pair":
+		out, err = childPair(a)
 	default:
 		if f := heavyModes[a.mode]; f != nil {
 			out, err = f(a)

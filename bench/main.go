@@ -426,6 +426,17 @@ func run(sc scale, dataDir, profDir string, a childArgs, o runOpts) (*report, er
 	}
 	rep.Set("resident_open_cold_ms", m["resident_open_ms"])
 
+	// The store and the resident path in one process, alternating blocks
+	// of queries (childPair): the lookup ratio that the machine's load
+	// does not move.
+	logf("store and resident path in one process")
+	if m, err = child("pair", "--home", home, "--snap", snapDir, "--gets", "100000", "--seed", fmt.Sprint(a.seed)); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"pair_get_p50_us", "pair_get_p99_us", "pair_resident_p50_us", "pair_resident_p99_us", "pair_get_vs_resident_p50_x"} {
+		rep.Set(k, m[k])
+	}
+
 	// DuckDB queries.
 	if !o.noDuck {
 		logf("DuckDB queries: %d on the table, %d on Parquet", a.nTable, a.nParq)

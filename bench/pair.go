@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/snapshot"
+)
+
+// pairBlock is how many queries childPair runs on one side before it
+// switches to the other.
+const pairBlock = 1000
+
+// childPair times the store's Get and the resident path on the same
+// queries in one process, alternating blocks of pairBlock queries between
+// the two: whatever else the machine runs slows both sides alike, so the
+// ratio holds on a loaded machine where separate children's p50s differ
+// by ±20% from run to run. Each side reads every point and period of its
+// range, as timeGets and resident.get do; every series is read once
+// through the store and every queried one through the resident path
+// before the timed passes (the steady state of childGet's second pass).
+func childPair(a childArgs) (map[string]any, error) {
+	qs, err := queriesFromSnapshot(a.snap, a.n, a.seed)
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 {
+		return nil, fmt.Errorf("no queries")
+	}
+	res, err := loadResident(a.snap)
+	if err != nil {
+		return nil, err
+	}
+	defer res.release()
+	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	s, err := snapshot.Open(a.snap)
+	if err != nil {
+		return nil, err
+	}
+	var sum float64
+	for row := range uint32(s.NumSeries()) {
+		r, err := st.Get(s.SeriesID(row), snapshot.MinTime, snapshot.MaxTime)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		sum += sumValues(r.Points.Values)
+		r.Release()
+	}
+	s.Close()
+	for i := range qs {
+		q := qs[i]
+		q.From, q.To = snapshot.MinTime/2, snapshot.MaxTime/2
+		v, _ := res.get(&q)
+		sum += v
+	}
+	var storeLat, resLat []time.Duration
+	for pass := range 2 {
+		for b := 0; b < len(qs); b += pairBlock {
+			block := qs[b:min(b+pairBlock, len(qs))]
+			for side := range 2 {
+				if (b/pairBlock+side)%2 == 0 { // alternate which side goes first
+					for i := range block {
+						q := &block[i]
+						t0 := time.Now()
+						r, err := st.Get(q.ID, q.From, q.To)
+						if err != nil {
+							return nil, err
+						}
+						sum += sumValues(r.Points.Values) + sumPeriods(r.Points)
+						r.Release()
+						if pass == 1 {
+							storeLat = append(storeLat, time.Since(t0))
+						}
+					}
+				} else {
+					for i := range block {
+						t0 := time.Now()
+						v, _ := res.get(&block[i])
+						sum += v
+						if pass == 1 {
+							resLat = append(resLat, time.Since(t0))
+						}
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(storeLat)
+	slices.Sort(resLat)
+	out := map[string]any{
+		"pair_queries":         len(qs),
+		"pair_get_p50_us":      us(pct(storeLat, 50)),
+		"pair_get_p99_us":      us(pct(storeLat, 99)),
+		"pair_resident_p50_us": us(pct(resLat, 50)),
+		"pair_resident_p99_us": us(pct(resLat, 99)),
+		"pair_checksum":        sum,
+	}
+	if b, err := os.ReadFile("/proc/self/smaps_rollup"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && (f[0] == "AnonHugePages:" || f[0] == "FilePmdMapped:") {
+				out["pair_"+strings.TrimSuffix(f[0], ":")+"_kb"] = f[1]
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/self/smaps_rollup"); err == nil {
+		// Huge pages would make the two sides' TLB costs differ: say so.
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && (f[0] == "AnonHugePages:" || f[0] == "FilePmdMapped:") {
+				out["pair_"+strings.TrimSuffix(f[0], ":")+"_kb"] = f[1]
+			}
+		}
+	}
+	out["pair_get_vs_resident_p50_x"] = pct(storeLat, 50).Seconds() / pct(resLat, 50).Seconds()
+	return out, nil
+}
