@@ -28,11 +28,12 @@ func checkSearch(t *testing.T, secs []int64, target int64) {
 	}
 }
 
-// TestSearchPeriodsAgainstSortSearch: the interpolating searches of the
-// lookup path find exactly what sort.Search finds, for series at regular
-// frequencies (where the guess is right), with gaps, bursts and repeated
-// periods (where it is not), at the ends of the int64 range (where the
-// span overflows), and for every target around and between the periods.
+// TestSearchPeriodsAgainstSortSearch: the searches of the lookup path find
+// exactly what sort.Search finds, for series at regular frequencies, with
+// gaps, bursts and repeated periods, at the ends of the int64 range, and
+// for every target around and between the periods. (They were
+// interpolating searches for a while, which this test was written for;
+// they are binary searches again, BENCHMARKS.md "Serving snapshot v2".)
 func TestSearchPeriodsAgainstSortSearch(t *testing.T) {
 	r := rand.New(rand.NewPCG(14, 14))
 	shapes := map[string]func(n int) []int64{
