@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestKVCompareAndSwap: a key-value bucket over two connections (two
@@ -89,5 +91,50 @@ func TestKVCompareAndSwap(t *testing.T) {
 		if bytes.IndexByte(v[2:], byte('0'+w)) < 0 {
 			t.Fatalf("writer %d's add lost: %q", w, v)
 		}
+	}
+}
+
+// TestKVOnAFormingCluster: a bucket opened right after a 3-node cluster
+// started (its meta leader not elected yet: requests are dropped, not
+// answered) is made once the cluster answers, replicated on all three.
+func TestKVOnAFormingCluster(t *testing.T) {
+	var routes []string
+	var ports []int
+	for range 3 {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, p)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	nodes := make([]*Node, 3)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes[i] = startEmbedded(t, NodeOptions{Name: fmt.Sprintf("kv%d", i), Cluster: &ClusterOptions{Port: ports[i], Routes: routes}})
+		}()
+	}
+	wg.Wait()
+	l, err := Connect(nodes[0].ClientURL(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	kv, err := l.KV(testCtx(t, 60*time.Second), "es_forming")
+	if err != nil {
+		t.Fatalf("a bucket on a forming cluster: %v", err)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := kv.Put(ctx, "k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := kv.Get(ctx, "k"); string(v) != "v" || err != nil {
+		t.Fatalf("get: %q %v", v, err)
+	}
+	if l.Replicas() != 3 {
+		t.Fatalf("replicas %d, want 3 on a cluster", l.Replicas())
 	}
 }
