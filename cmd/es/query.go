@@ -19,18 +19,24 @@ import (
 	"github.com/energyscope/energyscope/localcache/delta"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
+	"github.com/energyscope/energyscope/server/lake"
 )
 
-func openStore(home string) (*localcache.Store, error) {
+func openStore(home string) (*localcache.Store, error) { return openStoreIn(home, nil) }
+
+// openStoreIn is openStore with the home's snapshots opened from lk (a
+// lake opened with --catalog/--warehouse flags), or from the home's
+// embedded lake if lk is nil.
+func openStoreIn(home string, lk *lake.Lake) (*localcache.Store, error) {
 	if _, err := os.Stat(home); err != nil {
 		return nil, fmt.Errorf("home %s: %w", home, err)
 	}
 	if !serverHome(home) {
-		return localcache.Open(home, withLake(home, &localcache.Options{ReadOnly: true}, nil, os.Stderr))
+		return localcache.Open(home, withLake(home, &localcache.Options{ReadOnly: true}, lk, os.Stderr))
 	}
 	// A server home: its live rows are in its delta log, read into this
 	// process's memory over the snapshots.
-	st, err := localcache.Open(home, withLake(home, &localcache.Options{ReadOnly: true, DeltaInMemory: true, CompactRows: -1, CompactBytes: -1}, nil, os.Stderr))
+	st, err := localcache.Open(home, withLake(home, &localcache.Options{ReadOnly: true, DeltaInMemory: true, CompactRows: -1, CompactBytes: -1}, lk, os.Stderr))
 	if err != nil {
 		return nil, err
 	}

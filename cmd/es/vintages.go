@@ -195,7 +195,7 @@ func getAsOf(e *env, home string, lf *lakeFlags, ref, when string, from, to int6
 		return err
 	}
 	defer a.Close()
-	dataset, id, err := asofDataset(home, ref)
+	dataset, id, err := asofDataset(home, l, ref)
 	if err != nil {
 		return err
 	}
@@ -218,12 +218,13 @@ func getAsOf(e *env, home string, lf *lakeFlags, ref, when string, from, to int6
 }
 
 // asofDataset finds the dataset of ref ("id" or "dataset:id"): the one
-// the home serves it from, or the one named.
-func asofDataset(home, ref string) (dataset, id string, err error) {
+// the home serves it from (its snapshots opened from l, the lake the
+// flags name), or the one named.
+func asofDataset(home string, l *lake.Lake, ref string) (dataset, id string, err error) {
 	if i := strings.IndexByte(ref, ':'); i > 0 {
 		return ref[:i], ref[i+1:], nil
 	}
-	st, err := openStore(home)
+	st, err := openStoreIn(home, l)
 	if err != nil {
 		return "", "", err
 	}

@@ -166,6 +166,12 @@ func TestServeWeedLake(t *testing.T) {
 	}
 	byTime, _ := get("&asof=" + vs[0].CommittedAt.Format(time.RFC3339Nano))
 	same("as of the first commit's time", byTime, v1, 1)
+	// es get --asof reads the remote lake itself (beside the running
+	// server): the first vintage's January 2000.
+	jan := fmt.Sprint(v1["2000-01-01"])
+	if got := mustES(t, append([]string{"get", "--home", home, "--asof", h1.Snapshot, "MSFT", "2000-01", "2000-01"}, lakeArgs...)...); !strings.Contains(got, ","+jan+"\n") {
+		t.Fatalf("es get --asof %s MSFT 2000-01:\n%s\nwant the value %s", h1.Snapshot, got, jan)
+	}
 	// Its files are in the bucket: data, manifests, metadata and one
 	// Puffin file per vintage; the home has no warehouse.
 	objs, err := w.Objects(w.TableBucket, "")
