@@ -1,4 +1,0 @@
-package mmap
-
-// WillNeed is advice the Windows build does not give (see the unix build).
-func WillNeed(b []byte) {}
