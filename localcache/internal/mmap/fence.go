@@ -33,6 +33,7 @@ func (m *File) Isolate(spans ...Span) {
 	ps := os.Getpagesize()
 	lead := int(uintptr(unsafe.Pointer(unsafe.SliceData(m.Bytes))) - uintptr(unsafe.Pointer(unsafe.SliceData(m.base))))
 	n := len(m.cuts)
+	first := n == 0 // every region still has the default flags
 	for _, sp := range spans {
 		if sp.Hi <= sp.Lo || sp.Hi <= 0 || sp.Lo >= len(m.Bytes) {
 			continue
@@ -59,7 +60,9 @@ func (m *File) Isolate(spans ...Span) {
 		if i < len(m.cuts) {
 			to = m.cuts[i]
 		}
-		markRegion(m.base[from:to], i%2 == 1)
+		if odd := i%2 == 1; odd || !first {
+			markRegion(m.base[from:to], odd)
+		}
 		from = to
 	}
 }

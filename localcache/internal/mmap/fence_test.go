@@ -81,6 +81,9 @@ func TestFenceSplitsMapping(t *testing.T) {
 	// Starts round down and ends up to pages; boundaries at the ends of
 	// the mapping, repeats and empty ranges add nothing; calls accumulate.
 	m.Isolate(Span{3<<20 + 100, 3<<20 + 105}, Span{-5, 0}, Span{size, size + 7})
+	if starts, _ := mappedRSS(t, path); m.Regions() != 3 || len(starts) != 3 {
+		t.Fatalf("after one span: Regions() = %d, %d kernel mappings; want 3 and 3", m.Regions(), len(starts))
+	}
 	m.Isolate(Span{3<<20 + 5, 3<<20 + ps}, Span{6 << 20, size + 7}, Span{4 << 20, 4 << 20})
 	if got := m.Regions(); got != 4 {
 		t.Fatalf("Regions() = %d, want 4", got)
