@@ -217,6 +217,7 @@ func (s *Server) run() error {
 	cmd.Env = append(os.Environ(),
 		"AWS_ACCESS_KEY_ID="+s.AccessKey, "AWS_SECRET_ACCESS_KEY="+s.SecretKey,
 		"S3_BUCKET=", "S3_TABLE_BUCKET=", "HOME="+s.dir)
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("testweed: start %s: %w", s.bin, err)
