@@ -129,6 +129,10 @@ func TestReplicasShareTheLog(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"first_seq":1,`) || !strings.Contains(body, `"idempotency_key":"order-1"`) {
 		t.Fatalf("ingest on a: %d %s", code, body)
 	}
+	// Read-your-writes: acknowledged means applied here.
+	if _, body := a.do("GET", "/v1/series/MSFT?from=2026-11-01&to=2026-11-30", a.read, "", nil, ""); !strings.Contains(body, "500.5") {
+		t.Fatalf("a right after its ingest: %q", body)
+	}
 	waitUntil(t, "b to apply a's row", func() bool {
 		_, body := b.do("GET", "/v1/series/MSFT?from=2026-11-01&to=2026-11-30", b.read, "", nil, "")
 		return strings.Contains(body, "500.5")

@@ -632,6 +632,8 @@ func (s *Server) IngestKey(ctx context.Context, name string, recs []format.Recor
 	}
 	actx, cancel := context.WithTimeout(ctx, ingestApplyTimeout)
 	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel) // Close: no wait for a follower that stopped
+	defer stop()
 	first, last, err = s.dlog.Append(actx, name, recs, key)
 	d.mu.Unlock()
 	if err != nil {

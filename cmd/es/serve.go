@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -128,7 +129,19 @@ func runServe(e *env, args []string) error {
 	if certFile != "" {
 		scheme = "https"
 	}
-	log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "home", home, "datasets", srv.Store().DatasetNames(), "lake", lk.Warehouse())
+	deltaLog := "embedded node in " + filepath.Join(home, server.NatsDir)
+	if natsURLs != "" {
+		var us []string
+		for _, u := range strings.Split(natsURLs, ",") {
+			shown := "(unparsable URL)"
+			if pu, err := url.Parse(strings.TrimSpace(u)); err == nil {
+				shown = pu.Redacted() // no password in the log
+			}
+			us = append(us, shown)
+		}
+		deltaLog = strings.Join(us, ",")
+	}
+	log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "home", home, "datasets", srv.Store().DatasetNames(), "lake", lk.Warehouse(), "delta_log", deltaLog)
 	fmt.Fprintf(e.stdout, "listening on %s://%s\n", scheme, ln.Addr())
 	if certFile != "" {
 		err = hs.ServeTLS(srv.LimitListener(ln), certFile, keyFile)

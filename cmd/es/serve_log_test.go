@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/server"
+	"github.com/energyscope/energyscope/server/deltalog"
 )
 
 // postKey posts one row per value of rows (series KILL.<batch>) under an
@@ -219,5 +220,56 @@ func TestServerHomeCommands(t *testing.T) {
 	srv.start(srv.addr)
 	if last, err := srv.post("stocks", []tickRow{tickRowN(1)}); err != nil || last != 4 {
 		t.Fatalf("post after es cook: %d, %v; want seq 4", last, err)
+	}
+}
+
+// TestServeExternalNats: es serve --nats uses the given JetStream server
+// for the delta log (no node in the home): the rows posted are in its
+// stream at the seqs acknowledged, and a second server on another home
+// with the same --nats serves them.
+func TestServeExternalNats(t *testing.T) {
+	node, err := deltalog.StartNode(deltalog.NodeOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Shutdown()
+	homes := []string{t.TempDir(), t.TempDir()}
+	var srvs []*e2eServer
+	for _, home := range homes {
+		cookStocks(t, home)
+		s := newE2EServer(t, home)
+		s.extraArgs = []string{"--nats", node.ClientURL()}
+		s.start("127.0.0.1:0")
+		defer s.p.kill()
+		srvs = append(srvs, s)
+	}
+	last, err := srvs[0].post("stocks", []tickRow{tickRowN(0), tickRowN(1)})
+	if err != nil || last != 2 {
+		t.Fatalf("post: %d, %v", last, err)
+	}
+	if _, err := os.Stat(filepath.Join(homes[0], server.NatsDir)); err == nil {
+		t.Fatal("es serve --nats started a node in its home")
+	}
+	l, err := deltalog.Connect(node.ClientURL(), deltalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := l.Read(ctx, "stocks", 1)
+	if err != nil || len(recs) != 2 || recs[1].Seq != 2 || recs[1].SeriesID != "TICK.1" {
+		t.Fatalf("the external log: %+v, %v", recs, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body, err := srvs[1].do("GET", "/v1/series/TICK.1", srvs[1].read, "", nil)
+		if err == nil && code == 200 && strings.Contains(string(body), "2030-01-01,1.25\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second server does not serve the first's row: %d %v %s", code, err, body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
