@@ -129,17 +129,17 @@ func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
 	var r reading
 	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
 	// The common case first, with none of locate's generality: ref has no
-	// "dataset:" and names a series in a snapshot, without pending changes,
-	// in the first dataset (in name order) that holds it. It is locate,
+	// "dataset:" and names a series of the first dataset (in name order)
+	// that holds it, in its snapshot without pending changes (the plain
+	// slice), or with changes or only in its delta (merged). It is locate,
 	// find and get in one frame: their calls, the located they filled and
 	// the stores through their pointers were ~150 instructions of a
-	// ~1,300-instruction lookup (BENCHMARKS.md "Serving snapshot v2").
+	// ~1,300-instruction lookup (BENCHMARKS.md "The lookup path").
 	if l := s.list.Load(); l != nil && !s.isClosed.Load() && strings.IndexByte(ref, ':') < 0 {
-	plain:
 		for _, d := range *l {
 			rs, err := d.acquire()
 			if err != nil {
-				break // damaged: locate says how
+				break // damaged: locate says how (the series may be in a later dataset)
 			}
 			r.d, r.snap = d, rs.snap
 			row, ok := rs.snap.Lookup(ref)
@@ -153,15 +153,22 @@ func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
 				r.snap = nil // handed to the caller with res
 				return res, nil
 			}
+			// Pending changes, or a series the delta created: merged, as
+			// find would have located it (no second lookup).
+			if ok {
+				err = s.getMerged(located{d: d, rs: rs, id: ref, row: row, inBase: true, pending: true}, ref, from, to, &r, &res)
+				return res, err
+			}
+			if rs.delta.Has(ref) {
+				err = s.getMerged(located{d: d, rs: rs, id: ref, pending: true}, ref, from, to, &r, &res)
+				return res, err
+			}
 			r.d, r.snap = nil, nil
 			rs.snap.Unref()
-			if ok || rs.delta.Has(ref) {
-				break plain // pending changes, or a series the delta created
-			}
 		}
 	}
-	// Everything else: "dataset:id", a series with pending changes or only
-	// in the delta, a damaged dataset on the way, not found.
+	// Everything else: "dataset:id", a damaged dataset on the way, not
+	// found, a closed store.
 	var l located
 	if err = s.locate(ref, &r, &l); err != nil {
 		return Result{}, err
