@@ -297,3 +297,61 @@ func TestServeWeedLakeDown(t *testing.T) {
 		t.Fatalf("healthz lake.catalog %q with SeaweedFS back", st)
 	}
 }
+
+// TestServeWeedReplicas: two es serve processes, each with its own home,
+// share one lake on SeaweedFS (REST catalog + S3) and nothing else. A PUT
+// on one is served by the other within 5 s (it follows the lake's head and
+// downloads the vintage from the bucket), with the same answer; then the
+// other way round.
+func TestServeWeedReplicas(t *testing.T) {
+	skipE2E(t)
+	w := testweed.Start(t)
+	w.Setenv(t)
+	lakeArgs := []string{"--catalog", w.Catalog, "--warehouse", w.RESTWarehouse(), "--s3-endpoint", w.S3}
+	var rs []*e2eServer
+	for range 2 {
+		s := newE2EServer(t, t.TempDir())
+		s.extraArgs = lakeArgs
+		s.start("127.0.0.1:0")
+		rs = append(rs, s)
+	}
+	series := func(s *e2eServer) string {
+		t.Helper()
+		code, b, err := s.do("GET", "/v1/series/MSFT?from=2000-01-01&to=2030-01-01", s.read, "", nil)
+		if err != nil || code != 200 {
+			t.Fatalf("GET MSFT: %d %v %s", code, err, b)
+		}
+		return string(b)
+	}
+	for i, v := range []string{"10", "20"} {
+		from, to := rs[i], rs[1-i]
+		cached := func() int {
+			ents, _ := os.ReadDir(filepath.Join(to.home, lake.Dir, lake.CacheDir))
+			return len(ents)
+		}
+		before := cached()
+		code, b, err := from.do("PUT", "/v1/datasets/stocks?series_col=symbol&period_col=date&value_col=price&frequency=M", from.write, "text/csv",
+			[]byte("symbol,date,price\nMSFT,2000-01-01,"+v+"\n"))
+		if err != nil || code != 200 {
+			t.Fatalf("PUT on replica %d: %d %v %s", i, code, err, b)
+		}
+		want := from.head("stocks")
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			code, b, err := to.do("GET", "/v1/datasets", to.read, "", nil)
+			if err == nil && code == 200 && strings.Contains(string(b), want.Snapshot) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d does not serve %s 5 s after the PUT on replica %d: %s", 1-i, want.Snapshot, i, b)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if a, b := series(from), series(to); a != b || !strings.Contains(b, ","+v) {
+			t.Fatalf("after the PUT on replica %d: replica %d answers %q, replica %d %q", i, i, a, 1-i, b)
+		}
+		if n := cached(); n <= before {
+			t.Fatalf("replica %d serves %s without a download from the bucket (%d cached files, %d before)", 1-i, want.Snapshot, n, before)
+		}
+	}
+}
