@@ -6,6 +6,9 @@ import (
 	"unsafe"
 )
 
+// MaxRegions bounds the regions Isolate splits one mapping into.
+const MaxRegions = 1024
+
 // Span is the byte range Bytes[Lo:Hi].
 type Span struct{ Lo, Hi int }
 
@@ -25,15 +28,18 @@ type Span struct{ Lo, Hi int }
 // accumulate; a page shared by two isolated ranges becomes a region of its
 // own. The bytes, the addresses and every read are unchanged; only the
 // number of kernel mappings grows (one per region, against Linux's default
-// limit of 65,530 per process). A no-op where not supported (not Linux).
+// limit of 65,530 per process). A call that would leave the mapping with
+// more than MaxRegions regions does nothing (a snapshot cooked with tiny
+// record batches): a process out of kernel mappings cannot grow its heap.
+// A no-op where not supported (not Linux).
 func (m *File) Isolate(spans ...Span) {
 	if len(m.Bytes) == 0 || !fenceSupported {
 		return
 	}
 	ps := os.Getpagesize()
 	lead := int(uintptr(unsafe.Pointer(unsafe.SliceData(m.Bytes))) - uintptr(unsafe.Pointer(unsafe.SliceData(m.base))))
-	n := len(m.cuts)
-	first := n == 0 // every region still has the default flags
+	first := len(m.cuts) == 0 // every region still has the default flags
+	cuts := slices.Clone(m.cuts)
 	for _, sp := range spans {
 		if sp.Hi <= sp.Lo || sp.Hi <= 0 || sp.Lo >= len(m.Bytes) {
 			continue
@@ -41,15 +47,16 @@ func (m *File) Isolate(spans ...Span) {
 		lo, hi := max(sp.Lo, 0)+lead, min(sp.Hi, len(m.Bytes))+lead
 		for _, at := range []int{lo / ps * ps, (hi + ps - 1) / ps * ps} {
 			if at > 0 && at < len(m.base) {
-				m.cuts = append(m.cuts, at)
+				cuts = append(cuts, at)
 			}
 		}
 	}
-	if len(m.cuts) == n {
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	if len(cuts) == len(m.cuts) || len(cuts)+1 > MaxRegions {
 		return
 	}
-	slices.Sort(m.cuts)
-	m.cuts = slices.Compact(m.cuts)
+	m.cuts = cuts
 	// Adjacent regions must differ in their flags or the kernel merges
 	// them back into one mapping: alternate a flag with no effect on
 	// reads (MADV_DONTDUMP: leave out of core dumps; file-backed shared

@@ -148,3 +148,35 @@ func TestFenceRange(t *testing.T) {
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+func TestIsolateBoundsRegions(t *testing.T) {
+	const size = 8 << 20
+	path := writeBig(t, size)
+	m, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ps := os.Getpagesize()
+	// One span every third page: more than MaxRegions regions. Nothing is
+	// split (a process out of kernel mappings cannot grow its heap).
+	var spans []Span
+	for at := ps; at+ps < size; at += 3 * ps {
+		spans = append(spans, Span{at, at + ps})
+	}
+	if 2*len(spans) < MaxRegions {
+		t.Fatalf("only %d spans", len(spans))
+	}
+	m.Isolate(spans...)
+	if starts, _ := mappedRSS(t, path); m.Regions() != 1 || len(starts) != 1 {
+		t.Fatalf("Regions() = %d, %d kernel mappings after %d spans; want 1 and 1", m.Regions(), len(starts), len(spans))
+	}
+	// Within the bound it splits.
+	m.Isolate(spans[:100]...)
+	if starts, _ := mappedRSS(t, path); m.Regions() != 201 || len(starts) != 201 {
+		t.Fatalf("Regions() = %d, %d kernel mappings after 100 spans; want 201 and 201", m.Regions(), len(starts))
+	}
+	if last := size - 1; m.Bytes[last] != byte(last%(1<<20)) {
+		t.Fatal("last byte wrong")
+	}
+}
