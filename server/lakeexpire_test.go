@@ -2,9 +2,16 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/energyscope/energyscope/server/lake"
 )
 
 // TestCloseDoesNotWaitOnExpiry: the retention pass a publish sets off
@@ -43,5 +50,79 @@ func TestCloseDoesNotWaitOnExpiry(t *testing.T) {
 	}
 	if err := <-ended; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the retention pass ended with %v, want context.Canceled (Close's)", err)
+	}
+}
+
+// TestStartWithCatalogSilent: a catalog that accepts connections and
+// never answers (packets dropped by a firewall, a hung database) does not
+// hold server.New past lakeStartWait: the server serves its recorded
+// vintage from the file:// warehouse and says the catalog is unreachable.
+func TestStartWithCatalogSilent(t *testing.T) {
+	home := t.TempDir()
+	f, l := lakeFixture(t, home, Options{})
+	f.putStocks()
+	_, want := f.do("GET", "/v1/series/MSFT?from=2020-01-01&to=2030-01-01", f.read, "", nil, "")
+	f.close()
+	l.Close()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	defer func(w time.Duration) { lakeStartWait = w }(lakeStartWait)
+	lakeStartWait = 500 * time.Millisecond
+	silent, err := lake.Open(context.Background(), lake.Options{Home: home, ConnectLater: true,
+		CatalogURI: "postgres://es@" + ln.Addr().String() + "/es?sslmode=disable",
+		Warehouse:  "file://" + filepath.ToSlash(filepath.Join(home, lake.Dir, lake.WarehouseDir))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	tokens, err := LoadTokens(home + "/" + TokensFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	srv, err := New(Options{Home: home, Tokens: tokens, Lake: silent, CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	g := &fixture{t: t, home: home, srv: srv, read: f.read, write: f.write}
+	g.hs = httptest.NewServer(srv.Handler())
+	defer g.close()
+	if took > 20*time.Second {
+		t.Fatalf("New took %v with a silent catalog", took)
+	}
+	if code, got := g.do("GET", "/v1/series/MSFT?from=2020-01-01&to=2030-01-01", g.read, "", nil, ""); code != 200 || got != want {
+		t.Fatalf("with a silent catalog: %d %s, want %s", code, got, want)
+	}
+	checkServedFromLake(t, g, "stocks")
+	// (503 while the replica part waits for the catalog: the body says why.)
+	_, body := g.do("GET", "/healthz", g.read, "", nil, "")
+	var h Health
+	if err := json.Unmarshal([]byte(body), &h); err != nil || h.Lake == nil || h.Lake.Catalog != CatalogUnreachable || len(h.Datasets) != 1 || h.Datasets[0].State != HealthOK {
+		t.Fatalf("healthz with a silent catalog: %v %s", err, body)
 	}
 }

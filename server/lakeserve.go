@@ -92,6 +92,10 @@ type VintageHealth struct {
 // lakeCheckTimeout bounds the catalog check of /healthz.
 const lakeCheckTimeout = 3 * time.Second
 
+// lakeStartWait bounds how long New waits for the catalog's connection
+// (a var: tests lower it).
+var lakeStartWait = 10 * time.Second
+
 // Lake is the server's lake, nil without one.
 func (s *Server) Lake() *lake.Lake { return s.opts.Lake }
 
@@ -261,7 +265,12 @@ func (s *Server) startLake(lo *localcache.Options) func() map[string]lakeHead {
 // the home serves what it holds.
 func (s *Server) readLakeHeads() map[string]lakeHead {
 	l := s.opts.Lake
-	cat, err := l.CatalogContext(s.ctx)
+	// A catalog that does not answer at all (packets dropped) must not
+	// hold the start: past lakeStartWait the home serves its recorded
+	// vintages, as when the catalog refuses.
+	cctx, cancel := context.WithTimeout(s.ctx, lakeStartWait)
+	cat, err := l.CatalogContext(cctx)
+	cancel()
 	if err != nil {
 		s.lakeFailed(fmt.Errorf("open the lake's catalog: %w", err))
 		return nil

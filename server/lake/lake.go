@@ -329,7 +329,9 @@ func (l *Lake) startConnect() chan struct{} {
 	ch := make(chan struct{})
 	l.connecting = ch
 	go func() {
-		cat, err := l.connect(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+		defer cancel()
+		cat, err := l.connect(ctx)
 		l.cmu.Lock()
 		defer l.cmu.Unlock()
 		defer close(ch)
@@ -348,6 +350,11 @@ func (l *Lake) startConnect() chan struct{} {
 	}()
 	return ch
 }
+
+// connectTimeout bounds one connection attempt to the catalog (a
+// database that never answers); the next call that needs the catalog
+// tries again.
+const connectTimeout = time.Minute
 
 // connect opens the catalog and creates the namespace if needed.
 func (l *Lake) connect(ctx context.Context) (catalog.Catalog, error) {
