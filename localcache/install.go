@@ -73,8 +73,11 @@ func (s *Store) installPublished(d *Dataset, m *format.Manifest, newEpoch bool) 
 	lastSeq := covers
 	if !newEpoch {
 		recs = cur.delta.Records(covers)
-	} else if l := cur.delta.LastSeq(); l > lastSeq {
-		// Sequence numbers keep increasing across epochs.
+	} else if l := cur.delta.LastSeq(); l > lastSeq && !s.opts.DeltaInMemory {
+		// Sequence numbers keep increasing across epochs. (In memory, the
+		// new epoch's delta starts at covers: the records above them are
+		// the new epoch's, applied again by the store's owner from its
+		// log; see Options.DeltaInMemory.)
 		lastSeq = l
 	}
 	dl := delta.New(snap, lastSeq)

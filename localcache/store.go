@@ -81,7 +81,9 @@ type Options struct {
 	// again from there after a restart: the server's, whose delta lives
 	// in its JetStream delta log (server/deltalog). A companion's store
 	// keeps its write-ahead log (the default). Write-ahead log
-	// directories left in the home are neither read nor removed. With
+	// directories left in the home are neither read nor removed. An
+	// install of another epoch starts the delta at its snapshot's covers
+	// (the owner applies the records above them again from its log). With
 	// ReadOnly, Apply is allowed and changes only this process's memory:
 	// a reader of a server home overlays the records it read from the
 	// server's delta log (server.OverlayHomeLog).
@@ -665,9 +667,13 @@ func (s *Store) openDeltaLocked(d *Dataset, snap *snapshot.Snapshot) (*readState
 	} else if cur := d.cur.Load(); cur != nil {
 		if cur.snap.Manifest.Epoch == snap.Manifest.Epoch {
 			recs = cur.delta.Records(covers)
-		} else {
+		} else if !s.opts.DeltaInMemory {
 			last = max(last, cur.delta.LastSeq())
 		}
+		// In memory, a new epoch's delta starts at its covers: the records
+		// the store applied above them belong to the new epoch (the log
+		// numbered them after the replacement's covers) and its owner
+		// applies them again from its log.
 	}
 	dl := delta.New(snap, last)
 	dl.Apply(recs)

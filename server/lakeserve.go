@@ -409,7 +409,16 @@ func (s *Server) installFromLake(name string, v lake.Vintage) error {
 	s.lk.Lock()
 	s.lk.installing[name] = v.Snapshot
 	s.lk.Unlock()
+	if d != nil {
+		d.applyMu.Lock() // the follower waits (reapplyAboveLocked below)
+	}
 	m, err := s.store.Install(name, dir)
+	if d != nil {
+		if e, _, _, serr := s.store.State(name); err == nil && serr == nil && e != oldEpoch {
+			s.reapplyAboveLocked(d, m.CoversThroughSeq)
+		}
+		d.applyMu.Unlock()
+	}
 	s.lk.Lock()
 	delete(s.lk.installing, name)
 	s.lk.Unlock()

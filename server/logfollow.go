@@ -307,6 +307,8 @@ func (s *Server) applyLogged(d *dataset, recs []format.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
 	n, err := s.store.Apply(d.name, recs)
 	if err != nil {
 		return fmt.Errorf("apply to the store: %w", err)
@@ -323,6 +325,35 @@ func (s *Server) applyLogged(d *dataset, recs []format.Record) error {
 	}
 	d.setApplied(recs[len(recs)-1].Seq)
 	return nil
+}
+
+// reapplyAboveLocked applies to the store, just put on a new epoch
+// covering through covers, the log's records above covers that the
+// follower had applied to the epoch before: the log numbered them after
+// the replacement's covers (written through another replica while the
+// replacement was made, or before this replica installed another's), so
+// they belong to the new epoch, whose delta starts empty at covers
+// (localcache.Options.DeltaInMemory). They stay in the tail; companions
+// of the new epoch catch up from it. d.applyMu is held.
+func (s *Server) reapplyAboveLocked(d *dataset, covers uint64) {
+	d.amu.Lock()
+	applied := d.applied
+	d.amu.Unlock()
+	if applied <= covers {
+		return // nothing above covers was applied: the follower brings it
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, startTimeout)
+	defer cancel()
+	recs, err := s.dlog.Read(ctx, d.name, covers+1)
+	if err == nil && len(recs) > 0 {
+		if k := histSearch(recs, applied); k < len(recs) {
+			recs = recs[:k] // the follower applies the rest
+		}
+		_, err = s.store.Apply(d.name, recs)
+	}
+	if err != nil {
+		s.log.Error("delta log: re-apply the records above a new epoch's covers", "dataset", d.name, "covers", covers, "err", err)
+	}
 }
 
 // catchUp reads the dataset's stream from the oldest retained snapshot's

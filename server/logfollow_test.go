@@ -373,3 +373,53 @@ func TestMigrateHomeResumes(t *testing.T) {
 }
 
 func newTestHTTP(s *Server) *httptest.Server { return httptest.NewServer(s.Handler()) }
+
+// A new epoch installed under a replica whose follower already applied
+// records logged above the epoch's covers (written through another
+// replica while the replacement was made, or before this replica
+// installed another's vintage): those records belong to the new epoch
+// and are applied over it, not dropped (the store's in-memory delta
+// starts at covers; reapplyAboveLocked).
+func TestNewEpochKeepsRecordsAboveItsCovers(t *testing.T) {
+	connect := startLogNode(t, 0)
+	a := newFixtureWith(t, t.TempDir(), Options{DeltaLog: connect()})
+	defer a.close()
+	b := newFixtureWith(t, t.TempDir(), Options{DeltaLog: connect()})
+	defer b.close()
+	a.putStocks()
+	b.putStocks()
+	for _, row := range []string{"MSFT,2026-11-01,1\n", "MSFT,2026-12-01,2\n", "MSFT,2027-01-01,3\n"} {
+		if code, body := a.ingestKey("stocks", row, ""); code != 200 {
+			t.Fatalf("ingest: %d %s", code, body)
+		}
+	}
+	waitUntil(t, "b to apply seq 3", func() bool { seq, _ := b.srv.Store().LastSeq("stocks"); return seq == 3 })
+
+	// On b, an epoch covering seq 1 only: seqs 2 and 3 were logged after it.
+	tb := &format.Table{Series: []format.SeriesMeta{{ID: "MSFT", Frequency: format.Monthly}}}
+	tb.Append(0, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), 7)
+	dir := filepath.Join(t.TempDir(), "snap")
+	m, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "stocks", Epoch: 2, CoversThroughSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, unlock := b.srv.lockOpen("stocks")
+	release, err := b.srv.installReplacement("stocks", d, dir, m, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	unlock()
+
+	_, body := b.do("GET", "/v1/series/MSFT?from=2026-01-01&to=2027-12-31", b.read, "", nil, "")
+	if body != "period,value\n2026-01-01,7\n2026-12-01,2\n2027-01-01,3\n" {
+		t.Fatalf("b after the new epoch: %q (want its snapshot and seqs 2..3, not seq 1)", body)
+	}
+	if code, body := b.ingestKey("stocks", "MSFT,2027-02-01,4\n", ""); code != 200 || !strings.Contains(body, `"first_seq":4,`) {
+		t.Fatalf("ingest on b after the new epoch: %d %s", code, body)
+	}
+	recs, ok := b.srv.Since("stocks", 1)
+	if got := seqsOf(recs); !ok || fmt.Sprint(got) != "[2 3 4]" {
+		t.Fatalf("b's tail above the new epoch's covers: %v %v", got, ok)
+	}
+}

@@ -227,6 +227,9 @@ type dataset struct {
 	hmu      sync.RWMutex
 	hist     []format.Record
 	histFrom uint64
+	// applyMu serializes applying records from the log to the store with
+	// installs of a new epoch (reapplyAboveLocked).
+	applyMu sync.Mutex
 	// amu guards the follower's progress: applied (the last seq the store
 	// holds; appliedCh is closed and replaced when it moves), state and
 	// followErr.
@@ -382,7 +385,18 @@ const startTimeout = 2 * time.Minute
 // it is opened after the install and locked, and release unlocks
 // it (else release does nothing). The caller defers release.
 func (s *Server) installReplacement(name string, d *dataset, dir string, m *format.Manifest, covers uint64) (release func(), err error) {
-	if _, err := s.store.Install(name, dir); err != nil {
+	if d != nil {
+		// The follower waits: the records above covers go to the new epoch.
+		d.applyMu.Lock()
+		_, err := s.store.Install(name, dir)
+		if err == nil {
+			s.reapplyAboveLocked(d, covers)
+		}
+		d.applyMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	} else if _, err := s.store.Install(name, dir); err != nil {
 		return nil, err
 	}
 	release = func() {}
