@@ -432,12 +432,11 @@ func (l *Lake) Close() error {
 func (l *Lake) Warehouse() string { return l.warehouse }
 
 // Catalog exposes the iceberg-go catalog (tests and tools that read the
-// lake with iceberg-go's own scan), waiting for its connection; nil when
-// it cannot be reached (CatalogContext says why).
-func (l *Lake) Catalog() catalog.Catalog {
-	c, _ := l.CatalogContext(context.Background())
-	return c
-}
+// lake with iceberg-go's own scan). It never blocks and is never nil:
+// each call waits for the connection (bounded by its context) and fails
+// with ErrCatalogUnreachable while the catalog cannot be reached
+// (lazycat.go).
+func (l *Lake) Catalog() catalog.Catalog { return lazyCatalog{l} }
 
 // Identifier is the table identifier of dataset.
 func (l *Lake) Identifier(dataset string) table.Identifier {

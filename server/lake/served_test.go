@@ -40,6 +40,15 @@ func TestServedRecordOpensWithoutCatalog(t *testing.T) {
 	if _, err := down.Current(context.Background(), "stocks"); !errors.Is(err, ErrCatalogUnreachable) {
 		t.Fatalf("Current with the catalog down: %v, want ErrCatalogUnreachable", err)
 	}
+	// Catalog() is never nil: its calls fail the same way.
+	if _, err := down.Catalog().CheckNamespaceExists(context.Background(), down.Identifier("x")[:1]); !errors.Is(err, ErrCatalogUnreachable) {
+		t.Fatalf("Catalog().CheckNamespaceExists with the catalog down: %v", err)
+	}
+	for _, err := range down.Catalog().ListTables(context.Background(), down.Identifier("x")[:1]) {
+		if !errors.Is(err, ErrCatalogUnreachable) {
+			t.Fatalf("Catalog().ListTables with the catalog down: %v", err)
+		}
+	}
 	rec, err := ReadServed(home, "stocks")
 	if err != nil {
 		t.Fatal(err)
