@@ -45,6 +45,32 @@ func TestWeedRESTCatalog(t *testing.T) {
 	remoteLake(t, s, s.TableBucket, func(home string) Options {
 		return Options{Home: home, CatalogURI: s.Catalog, Warehouse: s.RESTWarehouse(), S3Endpoint: s.S3}
 	})
+
+	// A bearer token (ES_CATALOG_TOKEN) instead of the credential reads
+	// the same lake; a wrong one is refused.
+	tok, err := s.Token(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvCatalogCredential, "")
+	for _, x := range []struct {
+		token string
+		ok    bool
+	}{{tok, true}, {tok[:len(tok)-4] + "AAAA", false}} {
+		t.Setenv(EnvCatalogToken, x.token)
+		l, err := Open(context.Background(), Options{Home: t.TempDir(), CatalogURI: s.Catalog, Warehouse: s.RESTWarehouse(), S3Endpoint: s.S3})
+		if err == nil {
+			var vs []Vintage
+			vs, err = l.Vintages(context.Background(), "stocks")
+			if err == nil && len(vs) == 0 {
+				t.Fatal("no vintages through the token")
+			}
+			l.Close()
+		}
+		if (err == nil) != x.ok {
+			t.Fatalf("token (valid %v): %v", x.ok, err)
+		}
+	}
 }
 
 // TestWeedPostgresCatalog: the lake with its catalog in PostgreSQL and
