@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/internal/testpg"
 	"github.com/energyscope/energyscope/internal/testweed"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/lake"
@@ -299,15 +300,27 @@ func TestServeWeedLakeDown(t *testing.T) {
 }
 
 // TestServeWeedReplicas: two es serve processes, each with its own home,
-// share one lake on SeaweedFS (REST catalog + S3) and nothing else. A PUT
+// share one lake and nothing else: SeaweedFS's REST catalog and S3, or
+// PostgreSQL (internal/testpg) as the catalog over SeaweedFS's S3. A PUT
 // on one is served by the other within 5 s (it follows the lake's head and
 // downloads the vintage from the bucket), with the same answer; then the
 // other way round.
 func TestServeWeedReplicas(t *testing.T) {
 	skipE2E(t)
-	w := testweed.Start(t)
-	w.Setenv(t)
-	lakeArgs := []string{"--catalog", w.Catalog, "--warehouse", w.RESTWarehouse(), "--s3-endpoint", w.S3}
+	t.Run("REST", func(t *testing.T) {
+		w := testweed.Start(t)
+		w.Setenv(t)
+		weedReplicas(t, []string{"--catalog", w.Catalog, "--warehouse", w.RESTWarehouse(), "--s3-endpoint", w.S3})
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		w := testweed.Start(t)
+		pg := testpg.Start(t)
+		w.Setenv(t)
+		weedReplicas(t, []string{"--catalog", pg.URI, "--warehouse", w.Warehouse("wh"), "--s3-endpoint", w.S3})
+	})
+}
+
+func weedReplicas(t *testing.T, lakeArgs []string) {
 	var rs []*e2eServer
 	for range 2 {
 		s := newE2EServer(t, t.TempDir())
