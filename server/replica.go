@@ -285,14 +285,17 @@ type Wait struct {
 	Vintage string `json:"vintage,omitempty"`
 	Serving string `json:"serving,omitempty"`
 	// Tries counts failed installs of Vintage.
-	Tries  int    `json:"tries,omitempty"`
-	Reason string `json:"reason"`
+	Tries int `json:"tries,omitempty"`
+	// Applied is the last seq applied from the stream (WaitStream).
+	Applied uint64 `json:"applied,omitempty"`
+	Reason  string `json:"reason"`
 }
 
 // ReplicaHealth is the replica part of Health (a lake-backed server).
 type ReplicaHealth struct {
-	// Serving: the server read the lake's heads since it started and
-	// serves every dataset the lake holds. Until then /healthz answers
+	// Serving: the server read the lake's heads since it started, serves
+	// every dataset the lake holds and caught up with every dataset's
+	// stream (none catching up). Until then /healthz answers
 	// 503 (a load balancer sends it nothing yet); once true it stays
 	// true, and what it waits for later makes the state degraded.
 	Serving bool `json:"serving"`
@@ -310,20 +313,45 @@ type ReplicaHealth struct {
 
 // replicaHealth reports the follower's state (nil without a lake).
 func (s *Server) replicaHealth() *ReplicaHealth {
-	if s.opts.Lake == nil {
+	if s.opts.Lake == nil && s.dlog == nil {
 		return nil
+	}
+	// The delta log's side first (it takes its own locks).
+	var streams []Wait
+	catchingUp := false
+	if s.dlog != nil {
+		up, state := s.dlog.Connected()
+		for _, d := range s.LogState().Datasets {
+			if !up && d.State != FollowStopped {
+				// Cut off: the follower waits for the reconnection and
+				// does not know it; say so.
+				streams = append(streams, Wait{Kind: WaitStream, Dataset: d.Name, Applied: d.Applied,
+					Reason: "not connected to the delta log's NATS servers (" + state + "); records logged by other replicas are not applied here"})
+				continue
+			}
+			if d.State == FollowLive || d.State == FollowStopped {
+				continue
+			}
+			catchingUp = catchingUp || d.State == FollowCatchingUp
+			w := Wait{Kind: WaitStream, Dataset: d.Name, Applied: d.Applied, Reason: d.State.String()}
+			if d.Err != nil {
+				w.Reason += ": " + s.scrub(d.Err.Error())
+			}
+			streams = append(streams, w)
+		}
 	}
 	poll := s.opts.LakePoll
 	if poll == 0 {
 		poll = DefaultLakePoll
 	}
 	h := &ReplicaHealth{LakePoll: poll.String()}
-	if poll < 0 {
+	if poll < 0 || s.opts.Lake == nil {
 		h.LakePoll = "never"
 	}
 	s.rp.mu.Lock()
 	defer s.rp.mu.Unlock()
-	h.Serving, h.Installed, h.LostCompactions = s.rp.ready, s.rp.installs, s.rp.lostCompactions
+	h.Serving, h.Installed, h.LostCompactions = s.rp.ready && !catchingUp, s.rp.installs, s.rp.lostCompactions
+	h.Waits = streams
 	if !s.rp.checked.IsZero() {
 		at := s.rp.checked
 		h.LakeCheckedAt = &at

@@ -25,7 +25,9 @@ import (
 	"github.com/energyscope/energyscope/internal/testpg"
 	"github.com/energyscope/energyscope/internal/wiring"
 	"github.com/energyscope/energyscope/localcache"
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
+	"github.com/energyscope/energyscope/server/deltalog"
 	"github.com/energyscope/energyscope/server/lake"
 	"github.com/energyscope/energyscope/sync/client"
 )
@@ -380,4 +382,75 @@ func checkNoOrphans(t *testing.T, warehouse string, tbl *table.Table) {
 	if len(orphans) > 0 {
 		t.Fatalf("the warehouse holds files no metadata references: %v", orphans)
 	}
+}
+
+// TestReplicaWaitsForTheStream: a server whose delta log connection goes
+// through a loopback proxy. Cut off from NATS, /healthz lists a stream
+// wait for the dataset (typed: kind stream, the dataset, the last seq
+// applied) and says degraded; reconnected, the wait goes and a row
+// posted meanwhile through another connection is applied.
+func TestReplicaWaitsForTheStream(t *testing.T) {
+	node, err := deltalog.StartNode(deltalog.NodeOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Shutdown()
+	px, err := testcluster.NewProxy(strings.TrimPrefix(node.ClientURL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	dl, err := deltalog.Connect("nats://"+px.Addr(), deltalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	home := t.TempDir()
+	srv, err := server.New(server.Options{Home: home, DeltaLog: dl, CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{t: t, home: home, srv: srv, hs: httptest.NewServer(srv.Handler())}
+	defer func() { r.hs.Close(); r.srv.Close() }()
+	r.put(100)
+	if code, body := r.do("POST", "/v1/datasets/px/rows", "text/csv", "series_id,period,value\nA,2026-10-04,1\n"); code != 200 {
+		t.Fatalf("ingest: %d %s", code, body)
+	}
+	within(t, 5*time.Second, "no wait while connected", func() bool {
+		code, h := r.health()
+		return code == 200 && h.Replica != nil && h.Replica.Serving && len(h.Replica.Waits) == 0
+	})
+
+	px.Cut()
+	var w server.Wait
+	took := within(t, 30*time.Second, "a stream wait while cut off", func() bool {
+		_, h := r.health()
+		for _, x := range h.Replica.Waits {
+			if x.Kind == server.WaitStream && x.Dataset == "px" {
+				w = x
+				return h.State == server.HealthDegraded
+			}
+		}
+		return false
+	})
+	t.Logf("stream wait after %v: %+v", took, w)
+	if w.Applied == 0 || w.Reason == "" {
+		t.Fatalf("the stream wait: %+v", w)
+	}
+	// A row logged by another replica meanwhile.
+	other, err := deltalog.Connect(node.ClientURL(), deltalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	day := time.Date(2026, 10, 5, 0, 0, 0, 0, time.UTC).Unix()
+	if _, _, err := other.Append(context.Background(), "px", []format.Record{{Op: format.Upsert, SeriesID: "A", Period: day, Value: 2}}, "other-1"); err != nil {
+		t.Fatal(err)
+	}
+	px.Resume()
+	within(t, 30*time.Second, "the wait gone and the other's row applied", func() bool {
+		_, h := r.health()
+		_, v, err := r.srv.Store().Copy("A", day, day)
+		return len(h.Replica.Waits) == 0 && err == nil && len(v) == 1 && v[0] == 2
+	})
 }

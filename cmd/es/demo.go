@@ -25,8 +25,21 @@ func runDemo(e *env, args []string) error {
 	series := fset.Int("series", 2000, "synthetic series to generate")
 	rows := fset.Int64("rows", 150_000, "synthetic rows to generate")
 	ticks := fset.Int("live", 5, "seconds of live updates to show (0 = none)")
+	cluster := fset.Bool("cluster", false, "instead: several servers as one service on loopback (a NATS cluster, one lake, 3 replicas, 2 companions), a replica stopped and a companion failing over")
 	if _, err := parse(fset, args); err != nil {
 		return err
+	}
+	if *cluster {
+		d := home
+		if d == "" {
+			t, err := os.MkdirTemp("", "es-demo-cluster-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(t)
+			d = t
+		}
+		return runDemoCluster(e, d)
 	}
 	keep := home != ""
 	if !keep {
