@@ -423,3 +423,61 @@ func TestNewEpochKeepsRecordsAboveItsCovers(t *testing.T) {
 		t.Fatalf("b's tail above the new epoch's covers: %v %v", got, ok)
 	}
 }
+
+// A delta log that does not answer at start (an external cluster down)
+// holds New for at most LogWait per dataset: the dataset is reported
+// damaged and serves its snapshot, takes no updates, and once the log
+// answers again the heartbeat opens it: the logged rows are replayed and
+// ingest continues at the next seq.
+func TestLogDownAtStart(t *testing.T) {
+	dir := t.TempDir()
+	port, err := deltalog.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := deltalog.StartNode(deltalog.NodeOptions{Dir: dir, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := deltalog.Connect(node.ClientURL(), deltalog.Options{AttemptTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f := newFixtureWith(t, t.TempDir(), Options{DeltaLog: l})
+	f.putStocks()
+	if code, body := f.ingestKey("stocks", "MSFT,2026-11-01,500.5\n", ""); code != 200 {
+		t.Fatalf("ingest: %d %s", code, body)
+	}
+	f.close()
+	node.Shutdown()
+
+	start := time.Now()
+	f = reopenFixture(f, Options{DeltaLog: l, LogWait: time.Second})
+	defer f.close()
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("New took %v with its log down (LogWait 1s)", took)
+	}
+	if h := f.health(); h.Damaged != 1 {
+		t.Fatalf("health with the log down: %+v", h)
+	}
+	if code, _ := f.ingestKey("stocks", "MSFT,2026-12-01,1\n", ""); code == 200 {
+		t.Fatal("an ingest was acknowledged with the log down")
+	}
+	if code, body := f.do("GET", "/v1/series/MSFT?from=2000-01-01&to=2000-01-31", f.read, "", nil, ""); code != 200 || !strings.Contains(body, "39.81") {
+		t.Fatalf("the snapshot with the log down: %d %q", code, body)
+	}
+
+	node, err = deltalog.StartNode(deltalog.NodeOptions{Dir: dir, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Shutdown()
+	waitUntil(t, "the dataset to open once its log answers", func() bool { return f.health().Damaged == 0 })
+	if _, body := f.do("GET", "/v1/series/MSFT?from=2026-11-01&to=2026-11-30", f.read, "", nil, ""); !strings.Contains(body, "500.5") {
+		t.Fatalf("the logged row after the log came back: %q", body)
+	}
+	if code, body := f.ingestKey("stocks", "MSFT,2026-12-01,1\n", ""); code != 200 || !strings.Contains(body, `"first_seq":2,`) {
+		t.Fatalf("ingest after the log came back: %d %s", code, body)
+	}
+}

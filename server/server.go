@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/energyscope/energyscope/localcache"
@@ -93,6 +94,12 @@ type Options struct {
 	// <Home>/nats (NatsDir) and stops it at Close; the same code path on
 	// one box.
 	DeltaLog *deltalog.Log
+	// LogWait bounds how long New waits for each dataset's stream of the
+	// delta log (creating it, replaying it; default 2 minutes). A dataset
+	// whose log does not answer in time is reported (Damaged, /healthz)
+	// and takes no updates until its log answers: the heartbeat tries it
+	// again every 5 s.
+	LogWait time.Duration
 }
 
 // ConnOptions are the connection limits of HTTPServer. Zero values take
@@ -203,7 +210,9 @@ type Server struct {
 	cancel context.CancelFunc
 
 	vint vintageState // as-of reads, rollback, retention (vintages.go)
-	rp   replicaState // following the lake's heads (replica.go)
+
+	reopening atomic.Bool  // reopenBroken runs
+	rp        replicaState // following the lake's heads (replica.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -275,6 +284,9 @@ func New(o Options) (*Server, error) {
 		o.MaxBatchBytes = 60 << 20
 	}
 	o.Conn = o.Conn.withDefaults()
+	if o.LogWait <= 0 {
+		o.LogWait = 2 * time.Minute
+	}
 	s := &Server{opts: o, log: o.Logger, ds: map[string]*dataset{}, broken: map[string]string{},
 		names: map[string]*nameLock{}, uploads: map[string]bool{}, stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -361,7 +373,7 @@ func (s *Server) openDataset(name string) (*dataset, error) {
 	}
 	d = &dataset{name: name, appliedCh: make(chan struct{})}
 	s.refreshFilesLocked(d)
-	ctx, cancel := context.WithTimeout(s.ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.LogWait)
 	next, err := s.catchUp(ctx, d)
 	cancel()
 	if err != nil {
@@ -373,6 +385,37 @@ func (s *Server) openDataset(name string) (*dataset, error) {
 	s.wg.Add(1)
 	go s.follow(d, next)
 	return d, nil
+}
+
+// reopenBroken tries again to open the datasets that failed to (their
+// delta log did not answer at start, or refused): one that opens now
+// takes updates again and leaves the damaged list. The heartbeat starts
+// it (one at a time: reopening).
+func (s *Server) reopenBroken() {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.broken))
+	for name := range s.broken {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	for _, name := range names {
+		if s.store.Damaged(name) != nil || s.ctx.Err() != nil {
+			continue // a PUT heals a damaged one
+		}
+		unlock := s.lockName(name) // no replacement of it meanwhile
+		_, err := s.openDataset(name)
+		s.mu.Lock()
+		if _, still := s.broken[name]; still && err == nil {
+			delete(s.broken, name)
+		} else if still {
+			s.broken[name] = err.Error()
+		}
+		s.mu.Unlock()
+		unlock()
+		if err == nil {
+			s.log.Info("dataset opened on its delta log after a failure; it takes updates again", "dataset", name)
+		}
+	}
 }
 
 // startTimeout bounds a dataset's catch-up from the delta log at open.
@@ -1040,6 +1083,14 @@ func (s *Server) background() {
 			s.sweepUploads()
 		case <-hb.C:
 			s.hub.Heartbeat()
+			if s.reopening.CompareAndSwap(false, true) {
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					defer s.reopening.Store(false)
+					s.reopenBroken()
+				}()
+			}
 			if at := s.opts.CompactAt; at != "" {
 				now := time.Now().UTC()
 				if now.Format("15:04") >= at && lastDay != now.Format("2006-01-02") {
