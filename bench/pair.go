@@ -17,9 +17,8 @@ const pairBlock = 1000
 
 // childPair times the store's Get and the resident path on the same
 // queries in one process, alternating blocks of pairBlock queries between
-// the two: whatever else the machine runs slows both sides alike, so the
-// ratio holds on a loaded machine where separate children's p50s differ
-// by ±20% from run to run. Each side reads every point and period of its
+// the two: whatever else the machine runs slows both sides alike
+// (separate children's p50s differ by ±20% from run to run at load). Each side reads every point and period of its
 // range, as timeGets and resident.get do; every series is read once
 // through the store and every queried one through the resident path
 // before the timed passes (the steady state of childGet's second pass).
