@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime/debug"
 
 	"github.com/google/uuid"
 
@@ -45,7 +46,8 @@ func writeDataFiles(ctx context.Context, fs iceio.WriteFileIO, tableLocation str
 // in (series id, period) order: index rows are sorted by id bytes and
 // every series' rows by period, in either tier. Row groups are cut at
 // series boundaries once they reach about groupRows rows.
-func writeParquet(w io.Writer, src *source) error {
+func writeParquet(w io.Writer, src *source) (err error) {
+	defer guardFault(debug.SetPanicOnFault(true), &err)
 	f, err := newPQFile(w, src.m.PeriodType)
 	if err != nil {
 		return err

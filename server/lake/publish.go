@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
 )
 
 // Publish makes the snapshot in snapshotDir (a finished, immutable
@@ -182,22 +184,18 @@ func readSnapshot(dir string) (*source, error) {
 // (sizes checked) and opens the readers over them; verify checks the
 // contents.
 func readSnapshotFiles(dir string) (*source, error) {
-	m, err := format.ReadManifest(dir)
+	snap, err := snapshot.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadSnapshot, dir, err)
 	}
-	mb, err := os.ReadFile(filepath.Join(dir, format.ManifestFile))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
-	}
+	m := snap.Manifest
+	mb, _ := snap.FileBytes(format.ManifestFile)
 	msum := sha256.Sum256(mb)
-	s := &source{m: m, files: map[string][]byte{format.ManifestFile: mb}, sums: map[string]string{format.ManifestFile: hex.EncodeToString(msum[:])}}
+	s := &source{m: m, snap: snap, files: map[string][]byte{format.ManifestFile: mb}, sums: map[string]string{format.ManifestFile: hex.EncodeToString(msum[:])}}
 	for _, fi := range m.Files {
-		b, err := os.ReadFile(filepath.Join(dir, fi.Name))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
-		}
-		if int64(len(b)) != fi.Size {
+		b, ok := snap.FileBytes(fi.Name)
+		if !ok || int64(len(b)) != fi.Size {
+			s.close()
 			return nil, fmt.Errorf("%w: %s/%s has %d bytes, its manifest entry %d", ErrBadSnapshot, dir, fi.Name, len(b), fi.Size)
 		}
 		s.files[fi.Name] = b
@@ -211,7 +209,8 @@ func readSnapshotFiles(dir string) (*source, error) {
 }
 
 // verify checks every file's SHA-256 against the manifest.
-func (s *source) verify(dir string) error {
+func (s *source) verify(dir string) (err error) {
+	defer guardFault(debug.SetPanicOnFault(true), &err)
 	for _, fi := range s.m.Files {
 		sum := sha256.Sum256(s.files[fi.Name])
 		if hex.EncodeToString(sum[:]) != fi.SHA256 {

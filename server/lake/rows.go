@@ -1,12 +1,15 @@
 package lake
 
 import (
+	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
+	"runtime/debug"
 
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
 )
 
 // Field ids and names of a dataset table (FORMAT.md, "The lake"). Series
@@ -67,9 +70,27 @@ type source struct {
 	index *format.Index
 	data  *format.Data
 	tail  *format.Tail
+	snap  *snapshot.Snapshot // the mapping files alias, if mapped
+}
+
+// guardFault, deferred with debug.SetPanicOnFault(true)'s result, turns
+// a fault reading a mapped snapshot file (truncated or gone under the
+// mapping) into an ErrBadSnapshot error instead of a crash.
+func guardFault(old bool, err *error) {
+	debug.SetPanicOnFault(old)
+	if r := recover(); r != nil {
+		re, ok := r.(interface{ Addr() uintptr })
+		if !ok {
+			panic(r)
+		}
+		*err = fmt.Errorf("%w: a mapped snapshot file changed while it was read (fault at %#x)", ErrBadSnapshot, re.Addr())
+	}
 }
 
 func (s *source) close() {
+	if s.snap != nil {
+		defer s.snap.Close()
+	}
 	if s.index != nil {
 		s.index.Close()
 	}
@@ -80,8 +101,8 @@ func (s *source) close() {
 
 // open opens the readers over the files (already checked against the
 // manifest's SHA-256).
-func (s *source) open() error {
-	var err error
+func (s *source) open() (err error) {
+	defer guardFault(debug.SetPanicOnFault(true), &err)
 	if s.index, err = format.OpenIndex(s.files[format.IndexFile], s.m.PeriodType, s.m.Series); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/apache/iceberg-go/puffin"
@@ -125,7 +126,8 @@ func forSnapshot(sf table.StatisticsFile, snap *table.Snapshot) table.Statistics
 	return sf
 }
 
-func writePuffinTo(f io.Writer, loc string, src *source) (table.StatisticsFile, error) {
+func writePuffinTo(f io.Writer, loc string, src *source) (_ table.StatisticsFile, err error) {
+	defer guardFault(debug.SetPanicOnFault(true), &err)
 	cw := &countingWriter{w: f}
 	w, err := puffin.NewWriter(cw)
 	if err != nil {
