@@ -91,3 +91,38 @@ func TestServedRecordOpensWithoutCatalog(t *testing.T) {
 		t.Errorf("OpenServing with the Puffin file gone: %v, want ErrNoServingIndex", err)
 	}
 }
+
+// TestServedRecordRemoteWarehouse: for a remote warehouse (the download
+// path, forced on a file:// one) OpenServing maps the verified copy in the
+// cache without the catalog, and refuses when that copy is gone (it
+// downloads nothing).
+func TestServedRecordRemoteWarehouse(t *testing.T) {
+	home := t.TempDir()
+	dir := cookSample(t, "stocks", format.WriteOptions{})
+	l := openLake(t, home)
+	l.forceDownload = true
+	v := mustPublish(t, l, "stocks", dir)
+	s, si, err := l.OpenSnapshotIndex(context.Background(), "stocks", v, snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	down, err := Open(context.Background(), Options{Home: home, CatalogURI: "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", ConnectLater: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	down.forceDownload = true
+	got, err := down.OpenServing("stocks", si, snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAnswers(t, got, dir)
+	got.Close()
+	if err := os.RemoveAll(down.opts.CacheDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := down.OpenServing("stocks", si, snapshot.Options{}); !errors.Is(err, ErrNoServingIndex) {
+		t.Fatalf("OpenServing with the cached copy gone: %v, want ErrNoServingIndex", err)
+	}
+}
