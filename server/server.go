@@ -94,11 +94,12 @@ type Options struct {
 	// <Home>/nats (NatsDir) and stops it at Close; the same code path on
 	// one box.
 	DeltaLog *deltalog.Log
-	// LogWait bounds how long New waits for each dataset's stream of the
-	// delta log (creating it, replaying it; default 2 minutes). A dataset
-	// whose log does not answer in time is reported (Damaged, /healthz)
-	// and takes no updates until its log answers: the heartbeat tries it
-	// again every 5 s.
+	// LogWait bounds how long New waits for the datasets' streams of the
+	// delta log in all (creating them, replaying them; default 2
+	// minutes), and a later open of one dataset. A dataset whose log does
+	// not answer in time is reported (Damaged, /healthz) and takes no
+	// updates until its log answers: the heartbeat tries it again every
+	// 5 s.
 	LogWait time.Duration
 }
 
@@ -331,11 +332,15 @@ func New(o Options) (*Server, error) {
 	// The store holds the home's lock: no other process uses the home, so
 	// every upload directory left in it was interrupted.
 	s.sweepUploads()
+	// One budget for every dataset's log: a log that does not answer holds
+	// the start for LogWait, not LogWait per dataset.
+	startCtx, cancelStart := context.WithTimeout(s.ctx, o.LogWait)
+	defer cancelStart()
 	for _, name := range st.DatasetNames() {
 		if st.Damaged(name) != nil {
 			continue // reported by Damaged; a PUT heals it
 		}
-		if _, err := s.openDataset(name); err != nil {
+		if _, err := s.openDataset(startCtx, name); err != nil {
 			// One dataset's history never takes the others down: it is
 			// reported (Health) and refuses ingest; lookups still serve.
 			s.log.Error("dataset history failed to open; the dataset takes no updates", "dataset", name, "err", err)
@@ -362,7 +367,7 @@ func (s *Server) Hub() *hub.Hub { return s.hub }
 // openDataset opens dataset name's side of the delta log: it makes the
 // stream if the log has none (after the store's head), rebuilds the tail
 // and applies what the store lacks (catchUp), then starts the follower.
-func (s *Server) openDataset(name string) (*dataset, error) {
+func (s *Server) openDataset(ctx context.Context, name string) (*dataset, error) {
 	s.openMu.Lock()
 	defer s.openMu.Unlock()
 	s.mu.Lock()
@@ -373,9 +378,7 @@ func (s *Server) openDataset(name string) (*dataset, error) {
 	}
 	d = &dataset{name: name, appliedCh: make(chan struct{})}
 	s.refreshFilesLocked(d)
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.LogWait)
 	next, err := s.catchUp(ctx, d)
-	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", name, err)
 	}
@@ -403,7 +406,9 @@ func (s *Server) reopenBroken() {
 			continue // a PUT heals a damaged one
 		}
 		unlock := s.lockName(name) // no replacement of it meanwhile
-		_, err := s.openDataset(name)
+		ctx, cancel := context.WithTimeout(s.ctx, s.opts.LogWait)
+		_, err := s.openDataset(ctx, name)
+		cancel()
 		s.mu.Lock()
 		if _, still := s.broken[name]; still && err == nil {
 			delete(s.broken, name)
@@ -471,7 +476,9 @@ func (s *Server) lockOpen(name string) (*dataset, func()) {
 // while it was not open (new, or listed as broken), clears its broken
 // mark, and returns it with d.mu held.
 func (s *Server) openInstalled(name string) (*dataset, error) {
-	d, err := s.openDataset(name)
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.LogWait)
+	d, err := s.openDataset(ctx, name)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
