@@ -117,13 +117,17 @@ func BenchmarkClusterIngestReplicas(b *testing.B) {
 	}
 }
 
-// BenchmarkClusterAcceptToVisible: 3 replicas on the 3-node cluster, each
-// with ES_CLUSTER_BENCH_SUBS/3 companions (default 3,000 in all): one
-// real sync engine on a local store and the rest idle websocket
-// subscribers (they read and discard). One row at a time is posted over
-// HTTP to replica 0 and timed until it is visible in the store of the
-// companion of every replica. Reports p50/p99 of the slowest of the
-// three (the issue's figure) and of replica 0's own companion.
+// BenchmarkClusterAcceptToVisible: ES_CLUSTER_BENCH_SUBS companions
+// (default 3,000), each server's being one real sync engine on a local
+// store and the rest idle websocket subscribers (they read and discard).
+// One row at a time is posted over HTTP to the first server and timed
+// until it is visible in the store of every server's sync engine.
+// Side by side in one run: "single", one server on its embedded node
+// holding all the companions (the peer), and "replicas=3", three replicas
+// on the 3-node cluster (R=3), a third of the companions each: the row
+// posted to replica 0 reaches the others through the log. Reports p50/p99
+// of the slowest engine (all, the issue's figure), of the first server's
+// engine (local) and of the POST's answer (ack).
 func BenchmarkClusterAcceptToVisible(b *testing.B) {
 	total := 3000
 	if v, err := strconv.Atoi(os.Getenv("ES_CLUSTER_BENCH_SUBS")); err == nil && v >= 3 {
@@ -131,16 +135,99 @@ func BenchmarkClusterAcceptToVisible(b *testing.B) {
 	}
 	cbRaiseNoFile(b, uint64(2*total+1024))
 	connect := cbCluster(b)
-	type rep struct {
-		srv  *server.Server
-		hs   *httptest.Server
-		st   *localcache.Store
-		seen chan time.Time
+	day := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
+	i := 0
+	for _, n := range []int{1, 3} {
+		dl := connect
+		name := "single"
+		if n == 1 {
+			dl = func() *deltalog.Log { return nil } // the embedded node
+		} else {
+			name = fmt.Sprintf("replicas=%d", n)
+		}
+		reps, stop := cbLatencySetup(b, n, total, dl)
+		b.Logf("%s: %d companions (%d sync engines + %d websocket subscribers)", name, total, n, n*(total/n-1))
+		b.Run(fmt.Sprintf("%s/companions=%d", name, total), func(b *testing.B) {
+			var all, local, acks []time.Duration
+			c0 := cbCPU()
+			for b.Loop() {
+				period := day.AddDate(0, 0, i)
+				v := float64(i) + 0.5
+				i++
+				body := fmt.Sprintf(`{"rows":[{"series_id":"LAT","period":"%s","value":%g,"frequency":"D"}]}`, period.Format("2006-01-02"), v)
+				t0 := time.Now()
+				resp, err := http.Post(reps[0].hs.URL+"/v1/datasets/lat0/rows", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("post: %s", resp.Status)
+				}
+				acks = append(acks, time.Since(t0))
+				var last time.Duration
+				for k, r := range reps {
+					var t1 time.Time
+					select {
+					case t1 = <-r.seen:
+					case <-time.After(30 * time.Second):
+						b.Fatalf("row %d not visible on server %d's companion after 30 s", i, k)
+					}
+					p, vals, err := r.st.Copy("LAT", period.Unix(), period.Unix())
+					if err != nil || len(p) != 1 || vals[0] != v {
+						b.Fatalf("row %d on server %d's companion: %v %v %v", i, k, p, vals, err)
+					}
+					if k == 0 {
+						local = append(local, t1.Sub(t0))
+					}
+					last = max(last, t1.Sub(t0))
+				}
+				all = append(all, last)
+				time.Sleep(time.Duration(5+rand.IntN(10)) * time.Millisecond)
+			}
+			// The whole process's CPU (servers, NATS, both ends of every
+			// websocket) per posted row: what the fan-out costs.
+			b.ReportMetric(float64((cbCPU()-c0).Microseconds())/1000/float64(b.N), "cpu-ms/row")
+			cbReportPercentiles(b, "all", all)
+			cbReportPercentiles(b, "local", local)
+			cbReportPercentiles(b, "ack", acks)
+			b.ReportMetric(0, "ns/op")
+		})
+		stop()
 	}
-	reps := make([]*rep, 3)
+}
+
+// cbLatencyServer is one server of BenchmarkClusterAcceptToVisible with
+// its sync engine's store; seen gets the time the engine's store made
+// series LAT visible.
+type cbLatencyServer struct {
+	srv  *server.Server
+	hs   *httptest.Server
+	st   *localcache.Store
+	seen chan time.Time
+}
+
+// cbLatencySetup starts n servers on dl() (nil: each its embedded node),
+// each with dataset lat0, one sync engine caught up and total/n-1 idle
+// websocket subscribers. stop closes all of it (also run at the end).
+func cbLatencySetup(b *testing.B, n, total int, dl func() *deltalog.Log) ([]*cbLatencyServer, func()) {
+	var stops []func()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			for _, f := range slices.Backward(stops) {
+				f()
+			}
+		})
+	}
+	b.Cleanup(stop)
+	reps := make([]*cbLatencyServer, n)
 	for i := range reps {
-		r := &rep{seen: make(chan time.Time, 16)}
-		r.srv, r.hs, _ = cbServer(b, "", connect(), nil)
+		r := &cbLatencyServer{seen: make(chan time.Time, 16)}
+		var stopSrv func()
+		r.srv, r.hs, stopSrv = cbServer(b, "", dl(), nil)
+		stops = append(stops, stopSrv)
 		cbPutDatasets(b, r.srv, "lat")
 		st, err := localcache.Open(b.TempDir(), &localcache.Options{CompactRows: -1, CompactBytes: -1})
 		if err != nil {
@@ -151,23 +238,22 @@ func BenchmarkClusterAcceptToVisible(b *testing.B) {
 		eng := client.New(wiring.Sink{Store: st}, client.Options{Server: r.hs.URL, Name: fmt.Sprintf("companion%d", i)})
 		done := make(chan struct{})
 		go func() { eng.Run(ctx); close(done) }()
-		b.Cleanup(func() { cancel(); <-done; st.Close() })
+		stops = append(stops, func() { cancel(); <-done; st.Close() })
 		head, _, _ := r.srv.Head("lat0")
 		cbWait(b, 60*time.Second, "companion caught up", func() bool {
 			_, id, _, err := st.State("lat0")
 			return err == nil && id == head.Snapshot
 		})
-		unwatch := st.Watch(func(ds string, ids []string) {
+		stops = append(stops, st.Watch(func(ds string, ids []string) {
 			if slices.Contains(ids, "LAT") {
 				select {
 				case r.seen <- time.Now():
 				default:
 				}
 			}
-		})
-		b.Cleanup(unwatch)
-		subs, err := cbDialSubscribers(r.hs.URL, total/3-1, protocol.Sub{Dataset: "lat0", Epoch: head.Epoch, Snapshot: head.Snapshot, Seq: head.Seq})
-		b.Cleanup(func() {
+		}))
+		subs, err := cbDialSubscribers(r.hs.URL, total/n-1, protocol.Sub{Dataset: "lat0", Epoch: head.Epoch, Snapshot: head.Snapshot, Seq: head.Seq})
+		stops = append(stops, func() {
 			for _, ws := range subs {
 				if ws != nil {
 					ws.Close()
@@ -179,52 +265,7 @@ func BenchmarkClusterAcceptToVisible(b *testing.B) {
 		}
 		reps[i] = r
 	}
-	b.Logf("%d companions over 3 replicas (3 sync engines + %d websocket subscribers)", total, 3*(total/3-1))
-	day := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
-	i := 0
-	b.Run(fmt.Sprintf("companions=%d", total), func(b *testing.B) {
-		var all, local, acks []time.Duration
-		for b.Loop() {
-			period := day.AddDate(0, 0, i)
-			v := float64(i) + 0.5
-			i++
-			body := fmt.Sprintf(`{"rows":[{"series_id":"LAT","period":"%s","value":%g,"frequency":"D"}]}`, period.Format("2006-01-02"), v)
-			t0 := time.Now()
-			resp, err := http.Post(reps[0].hs.URL+"/v1/datasets/lat0/rows", "application/json", strings.NewReader(body))
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				b.Fatalf("post: %s", resp.Status)
-			}
-			acks = append(acks, time.Since(t0))
-			var last time.Duration
-			for k, r := range reps {
-				var t1 time.Time
-				select {
-				case t1 = <-r.seen:
-				case <-time.After(30 * time.Second):
-					b.Fatalf("row %d not visible on replica %d's companion after 30 s", i, k)
-				}
-				p, vals, err := r.st.Copy("LAT", period.Unix(), period.Unix())
-				if err != nil || len(p) != 1 || vals[0] != v {
-					b.Fatalf("row %d on replica %d's companion: %v %v %v", i, k, p, vals, err)
-				}
-				if k == 0 {
-					local = append(local, t1.Sub(t0))
-				}
-				last = max(last, t1.Sub(t0))
-			}
-			all = append(all, last)
-			time.Sleep(time.Duration(5+rand.IntN(10)) * time.Millisecond)
-		}
-		cbReportPercentiles(b, "all3", all)
-		cbReportPercentiles(b, "local", local)
-		cbReportPercentiles(b, "ack", acks)
-		b.ReportMetric(0, "ns/op")
-	})
+	return reps, stop
 }
 
 // BenchmarkClusterFailover: two replicas over the 3-node cluster and one
@@ -386,7 +427,7 @@ func BenchmarkClusterColdStart(b *testing.B) {
 	pub.Close()
 	tab = nil
 	b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
-		var dl, cold time.Duration
+		var dl, cold, inNew time.Duration
 		for b.Loop() {
 			t0 := time.Now()
 			l, err := lake.Open(ctx, opts())
@@ -419,6 +460,7 @@ func BenchmarkClusterColdStart(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			inNew += time.Since(t0)
 			hs := httptest.NewServer(srv.Handler())
 			for {
 				resp, err := http.Get(hs.URL + "/v1/series/" + probe + "?from=2000-01-01&to=2000-01-01")
@@ -443,6 +485,7 @@ func BenchmarkClusterColdStart(b *testing.B) {
 		n := float64(b.N)
 		b.ReportMetric(dl.Seconds()/n, "download-s")
 		b.ReportMetric(cold.Seconds()/n, "replica-s")
+		b.ReportMetric(inNew.Seconds()/n, "replica-new-s")
 		b.ReportMetric((cold-dl).Seconds()/n, "replica-minus-download-s")
 		b.ReportMetric(0, "ns/op")
 	})
