@@ -108,6 +108,9 @@ type LogDataset struct {
 	State   FollowState
 	Applied uint64 // the last seq applied to the store
 	Err     error  // the last read error while State is FollowRetrying
+	// Restarts counts reads restarted because an ingest saw the follower
+	// stall (waitApplied).
+	Restarts int64
 }
 
 // LogState reports the delta log's side of the server: for /healthz,
@@ -117,7 +120,7 @@ func (s *Server) LogState() LogState {
 	s.mu.Lock()
 	for _, d := range s.ds {
 		d.amu.Lock()
-		ls.Datasets = append(ls.Datasets, LogDataset{Name: d.name, State: d.state, Applied: d.applied, Err: d.followErr})
+		ls.Datasets = append(ls.Datasets, LogDataset{Name: d.name, State: d.state, Applied: d.applied, Err: d.followErr, Restarts: d.kicks})
 		d.amu.Unlock()
 	}
 	s.mu.Unlock()
@@ -274,8 +277,20 @@ func (d *dataset) setApplied(seq uint64) {
 	d.amu.Unlock()
 }
 
-// waitApplied waits until the store holds seq (read-your-writes).
+// stallKick is how long an ingest waits for the follower to move before
+// it restarts the follower's read (kick).
+const stallKick = 2 * time.Second
+
+// waitApplied waits until the store holds seq (read-your-writes). A
+// follower that does not move for stallKick while the ingest waits is
+// restarted (d.kick): its consumer may hang on a connection cut from a
+// node that died (the ordered consumer notices missing heartbeats only
+// after tens of seconds), and a new read from the last applied seq on the
+// reconnected connection delivers what was logged.
 func (d *dataset) waitApplied(ctx context.Context, seq uint64) error {
+	stall := time.NewTicker(stallKick)
+	defer stall.Stop()
+	var seen uint64
 	for {
 		d.amu.Lock()
 		applied, ch, ferr := d.applied, d.appliedCh, d.followErr
@@ -285,6 +300,14 @@ func (d *dataset) waitApplied(ctx context.Context, seq uint64) error {
 		}
 		select {
 		case <-ch:
+		case <-stall.C:
+			if applied == seen {
+				select {
+				case d.kick <- struct{}{}:
+				default: // a kick is pending
+				}
+			}
+			seen = applied
 		case <-ctx.Done():
 			if ferr != nil {
 				return fmt.Errorf("%w: seq %d of %s (applied through %d; the follower: %v)", ErrNotApplied, seq, d.name, applied, ferr)
@@ -422,13 +445,31 @@ func (s *Server) follow(d *dataset, next uint64) {
 	backoff := 100 * time.Millisecond
 	for {
 		d.setState(FollowLive, nil)
-		err := s.dlog.Follow(s.ctx, d.name, next, func(recs []format.Record) error {
+		fctx, fcancel := context.WithCancel(s.ctx)
+		go func() {
+			select {
+			case <-d.kick: // an ingest saw no progress (waitApplied)
+				fcancel()
+			case <-fctx.Done():
+			}
+		}()
+		err := s.dlog.Follow(fctx, d.name, next, func(recs []format.Record) error {
 			backoff = 100 * time.Millisecond
 			return s.applyLogged(d, recs)
 		})
+		kicked := fctx.Err() != nil && s.ctx.Err() == nil
+		fcancel()
 		if s.ctx.Err() != nil {
 			d.setState(FollowStopped, nil)
 			return
+		}
+		if kicked {
+			s.log.Warn("delta log: the follower did not move while an ingest waited; reading again", "dataset", d.name, "from", next)
+			d.amu.Lock()
+			next = d.applied + 1
+			d.kicks++
+			d.amu.Unlock()
+			continue
 		}
 		d.setState(FollowRetrying, err)
 		s.log.Warn("delta log: following failed, retrying", "dataset", d.name, "from", next, "err", err)

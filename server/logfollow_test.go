@@ -501,3 +501,49 @@ func healthAny(f *fixture) Health {
 	}
 	return h
 }
+
+// An ingest waiting for a follower that does not move kicks it
+// (waitApplied), and a kicked follower reads again from its last applied
+// seq: nothing lost, nothing twice.
+func TestStalledFollowerIsKicked(t *testing.T) {
+	d := &dataset{name: "x", appliedCh: make(chan struct{}), kick: make(chan struct{}, 1)}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		done <- d.waitApplied(ctx, 1)
+	}()
+	select {
+	case <-d.kick:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a waiting ingest did not kick a follower that did not move")
+	}
+	d.setApplied(1)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	connect := startLogNode(t, 0)
+	a := newFixtureWith(t, t.TempDir(), Options{DeltaLog: connect()})
+	defer a.close()
+	b := newFixtureWith(t, t.TempDir(), Options{DeltaLog: connect()})
+	defer b.close()
+	a.putStocks()
+	b.putStocks()
+	a.ingestKey("stocks", "MSFT,2026-11-01,1\n", "")
+	waitUntil(t, "b to apply seq 1", func() bool { seq, _ := b.srv.Store().LastSeq("stocks"); return seq == 1 })
+	bd, err := b.srv.dataset("stocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd.kick <- struct{}{}
+	waitUntil(t, "b's follower to restart", func() bool { return b.srv.LogState().Datasets[0].Restarts == 1 })
+	for _, row := range []string{"MSFT,2026-12-01,2\n", "MSFT,2027-01-01,3\n"} {
+		a.ingestKey("stocks", row, "")
+	}
+	waitUntil(t, "b to apply seq 3", func() bool { seq, _ := b.srv.Store().LastSeq("stocks"); return seq == 3 })
+	recs, ok := b.srv.Since("stocks", 0)
+	if got := seqsOf(recs); !ok || fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("b's tail after the restart: %v %v", got, ok)
+	}
+}

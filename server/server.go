@@ -248,6 +248,9 @@ type dataset struct {
 	appliedCh chan struct{}
 	state     FollowState
 	followErr error
+	kicks     int64 // follower reads restarted by a waiting ingest
+	// kick asks the follower to restart its read (waitApplied).
+	kick chan struct{}
 	// files maps sha256 -> path for the retained snapshots; guarded by hmu.
 	files      map[string]string
 	compacting bool // guarded by mu
@@ -376,7 +379,7 @@ func (s *Server) openDataset(ctx context.Context, name string) (*dataset, error)
 	if d != nil {
 		return d, nil
 	}
-	d = &dataset{name: name, appliedCh: make(chan struct{})}
+	d = &dataset{name: name, appliedCh: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.refreshFilesLocked(d)
 	next, err := s.catchUp(ctx, d)
 	if err != nil {
