@@ -51,8 +51,9 @@ const IdempotencyHeader = "Idempotency-Key"
 
 // ErrNotApplied: an ingest was acknowledged by the delta log (it is
 // durable, its seqs are assigned) but this server did not apply it in
-// time (its follower is behind or failing). A retry with the same
-// idempotency key stores nothing and waits again. HTTP 503.
+// time (its follower is behind or failing), or its dataset is being
+// installed here right now (nothing logged). A retry with the same
+// idempotency key stores nothing twice. HTTP 503.
 var ErrNotApplied = errors.New("logged but not yet applied here")
 
 // ErrBadKey is the delta log's: an idempotency key that is empty, over

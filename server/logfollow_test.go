@@ -547,3 +547,20 @@ func TestStalledFollowerIsKicked(t *testing.T) {
 		t.Fatalf("b's tail after the restart: %v %v", got, ok)
 	}
 }
+
+// An ingest for a dataset this server is installing right now (a PUT, a
+// vintage from the lake: its name lock held, not yet open) answers 503
+// (retry), not 404.
+func TestIngestWhileInstalling(t *testing.T) {
+	f := newFixtureWith(t, t.TempDir(), Options{})
+	defer f.close()
+	unlock := f.srv.lockName("fresh")
+	code, body := f.ingestKey("fresh", "MSFT,2026-11-01,1\n", "")
+	unlock()
+	if code != 503 {
+		t.Fatalf("ingest while installing: %d %s, want 503", code, body)
+	}
+	if code, _ := f.ingestKey("fresh", "MSFT,2026-11-01,1\n", ""); code != 404 {
+		t.Fatalf("ingest to an unknown dataset: %d, want 404", code)
+	}
+}

@@ -677,6 +677,11 @@ func (s *Server) IngestKey(ctx context.Context, name string, recs []format.Recor
 		return 0, 0, fmt.Errorf("%w: a batch of %d rows may take %d bytes in the delta log, over its %d-byte limit of one message: send it in smaller batches", ErrTooLarge, len(recs), n, limit)
 	}
 	d, err := s.dataset(name)
+	if errors.Is(err, localcache.ErrNoDataset) && s.replacing(name) {
+		// Being created or installed (a PUT, a vintage from the lake):
+		// retry, rather than a 404 for a dataset about to exist.
+		return 0, 0, fmt.Errorf("%w: dataset %s is being installed; retry with the same key", ErrNotApplied, name)
+	}
 	if err != nil {
 		return 0, 0, err
 	}
