@@ -76,10 +76,14 @@ func cbPutDatasets(b *testing.B, srv *server.Server, prefix string) []string {
 
 // cbIngest runs b.N acknowledged ingests of cbRows rows, spread over
 // cbWriters goroutines; writer w posts to srvs[w%len(srvs)], dataset
-// names[w%len(names)]. It reports rows/s (wall) and cpu-ns/row (the whole
+// names[w%len(names)]. The clock stops when every server has applied
+// every acknowledged record (replicas apply each other's through the
+// log after the ack). It reports rows/s (wall) and cpu-ns/row (the whole
 // process: servers, NATS nodes and writers).
 func cbIngest(b *testing.B, srvs []*server.Server, names []string) {
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	var mu sync.Mutex
+	last := map[string]uint64{} // the highest acknowledged seq of each dataset
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, cbWriters)
@@ -95,14 +99,30 @@ func cbIngest(b *testing.B, srvs []*server.Server, names []string) {
 				for k := range batch {
 					batch[k] = format.Record{Op: format.Upsert, SeriesID: fmt.Sprintf("S%d", w), Period: base + int64(k)*86400, Value: float64(i)}
 				}
-				if _, _, err := srv.Ingest(name, batch); err != nil {
+				_, l, err := srv.Ingest(name, batch)
+				if err != nil {
 					errs <- fmt.Errorf("writer %d, batch %d: %w", w, i, err)
 					return
 				}
+				mu.Lock()
+				last[name] = max(last[name], l)
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	for _, srv := range srvs {
+		for name, l := range last {
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+				if seq, err := srv.Store().LastSeq(name); err == nil && seq >= l {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("a server has not applied %s up to %d after a minute", name, l)
+				}
+			}
+		}
+	}
 	cpu, wall := cbCPU()-c0, time.Since(t0)
 	b.StopTimer()
 	select {
