@@ -102,8 +102,13 @@ func benchCompanion(b *testing.B, servers, token string) (*localcache.Store, *cl
 	return st, eng
 }
 
-// idleSubscribers opens n websocket subscribers of stocks at base that
-// read and discard everything (idle companions).
+// idleSubscribers opens n websocket connections to base that say hello
+// for stocks without a snapshot and then read and discard everything.
+// The hub answers such a hello with a snapshot offer and keeps no
+// subscription for it, so these are open sockets, not subscribed
+// companions: no row is fanned out to them. The accept-to-visible
+// figure with 3,000 live (subscribed, caught-up) companions is
+// server/cluster_bench_test.go's BenchmarkClusterAcceptToVisible.
 func idleSubscribers(b *testing.B, base, token string, n int) {
 	b.Helper()
 	var rl syscall.Rlimit
