@@ -564,3 +564,26 @@ func TestIngestWhileInstalling(t *testing.T) {
 		t.Fatalf("ingest to an unknown dataset: %d, want 404", code)
 	}
 }
+
+// A damaged dataset of an old home is not moved into the log, and its
+// write-ahead log stays (its rows are not lost while a PUT heals it).
+func TestMigrateHomeKeepsDamagedLog(t *testing.T) {
+	old, rows := oldHome(t)
+	st, err := localcache.Open(old.home, &localcache.Options{CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply("stocks", []format.Record{{Seq: 6, Op: format.Upsert, SeriesID: "MSFT", Period: rows[0].Period, Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	dsDir := filepath.Join(old.home, localcache.DatasetsDir, "stocks")
+	if err := os.WriteFile(filepath.Join(dsDir, "CURRENT"), []byte("no-such-snapshot\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := reopenFixture(old, Options{})
+	defer f.close()
+	if ents, err := os.ReadDir(filepath.Join(dsDir, localcache.WALDir)); err != nil || len(ents) == 0 {
+		t.Fatalf("the damaged dataset's write-ahead log was removed: %v %v", ents, err)
+	}
+}

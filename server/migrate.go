@@ -33,6 +33,9 @@ func (s *Server) migrateHome() error {
 	names := s.store.DatasetNames()
 	var wals []string
 	for _, name := range names {
+		if s.store.Damaged(name) != nil {
+			continue // not moved (below): its log stays until a PUT heals it
+		}
 		if dir := filepath.Join(s.store.DatasetDir(name), localcache.WALDir); exists(dir) {
 			wals = append(wals, dir)
 		}
