@@ -25,11 +25,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/energyscope/energyscope/internal/testcluster"
 	"github.com/energyscope/energyscope/internal/testweed"
 	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/internal/wsload"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
@@ -252,7 +251,7 @@ func cbLatencySetup(b *testing.B, n, total int, dl func() *deltalog.Log) ([]*cbL
 				}
 			}
 		}))
-		subs, err := cbDialSubscribers(r.hs.URL, total/n-1, protocol.Sub{Dataset: "lat0", Epoch: head.Epoch, Snapshot: head.Snapshot, Seq: head.Seq})
+		subs, err := wsload.DialSubscribers(r.hs.URL, total/n-1, protocol.Sub{Dataset: "lat0", Epoch: head.Epoch, Snapshot: head.Snapshot, Seq: head.Seq})
 		stops = append(stops, func() {
 			for _, ws := range subs {
 				if ws != nil {
@@ -532,58 +531,6 @@ func cbRaiseNoFile(b *testing.B, n uint64) {
 		b.Fatalf("RLIMIT_NOFILE %d (hard %d) < the %d this run needs", rl.Cur, rl.Max, n)
 	}
 	b.Logf("RLIMIT_NOFILE soft %d, hard %d", rl.Cur, rl.Max)
-}
-
-// cbDialSubscribers opens n websocket subscribers at sub (32 dials at a
-// time) that read and discard everything after their catch-up.
-func cbDialSubscribers(base string, n int, sub protocol.Sub) ([]*websocket.Conn, error) {
-	u := "ws" + strings.TrimPrefix(base, "http") + "/v1/sync"
-	conns := make([]*websocket.Conn, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 32)
-	for i := range conns {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			d := websocket.Dialer{HandshakeTimeout: time.Minute, ReadBufferSize: 1024, WriteBufferSize: 1024}
-			ws, _, err := d.Dial(u, nil)
-			if err != nil {
-				errs <- err
-				return
-			}
-			conns[i] = ws
-			hello := &protocol.Message{Type: protocol.THello, Proto: []int{protocol.VersionMin, protocol.VersionMax}, Client: fmt.Sprintf("sub%d", i), Subs: []protocol.Sub{sub}}
-			if err := ws.WriteMessage(websocket.TextMessage, hello.Encode()); err != nil {
-				errs <- err
-				return
-			}
-			for {
-				_, m, err := ws.ReadMessage()
-				if err != nil {
-					errs <- err
-					return
-				}
-				if msg, err := protocol.DecodeMessage(m); err == nil && msg.Type == protocol.TCatchupEnd {
-					break
-				}
-			}
-			errs <- nil
-			go func() {
-				for {
-					if _, _, err := ws.NextReader(); err != nil {
-						return
-					}
-				}
-			}()
-		}()
-	}
-	var first error
-	for range n {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return conns, first
 }
 
 // cbWeedEnv sets the weed's credentials in this process's environment.

@@ -53,9 +53,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/energyscope/energyscope/internal/wiring"
+	"github.com/energyscope/energyscope/internal/wsload"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
 	_ "github.com/energyscope/energyscope/localcache/format/tailwrite" // format.Write can write a cold tier (tail.parquet)
@@ -562,7 +561,7 @@ func benchLatency(rep *report, c config, dir string, n int) error {
 	defer unwatch()
 
 	// The other subscribers read and discard.
-	subs, err := dialSubscribers(hs.URL, n-1, protocol.Sub{Dataset: "big", Epoch: head.Epoch, Snapshot: head.Snapshot, Seq: head.Seq})
+	subs, err := wsload.DialSubscribers(hs.URL, n-1, protocol.Sub{Dataset: "big", Epoch: head.Epoch, Snapshot: head.Snapshot, Seq: head.Seq})
 	if err != nil {
 		return err
 	}
@@ -631,58 +630,6 @@ func benchLatency(rep *report, c config, dir string, n int) error {
 	return nil
 }
 
-// dialSubscribers opens n websocket subscribers at sub that read and
-// discard everything.
-func dialSubscribers(base string, n int, sub protocol.Sub) ([]*websocket.Conn, error) {
-	u := "ws" + strings.TrimPrefix(base, "http") + "/v1/sync"
-	conns := make([]*websocket.Conn, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 32)
-	for i := range conns {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			d := websocket.Dialer{HandshakeTimeout: time.Minute, ReadBufferSize: 1024, WriteBufferSize: 1024}
-			ws, _, err := d.Dial(u, nil)
-			if err != nil {
-				errs <- err
-				return
-			}
-			conns[i] = ws
-			hello := &protocol.Message{Type: protocol.THello, Proto: []int{protocol.VersionMin, protocol.VersionMax}, Client: fmt.Sprintf("sub%d", i), Subs: []protocol.Sub{sub}}
-			if err := ws.WriteMessage(websocket.TextMessage, hello.Encode()); err != nil {
-				errs <- err
-				return
-			}
-			for {
-				_, b, err := ws.ReadMessage()
-				if err != nil {
-					errs <- err
-					return
-				}
-				if m, err := protocol.DecodeMessage(b); err == nil && m.Type == protocol.TCatchupEnd {
-					break
-				}
-			}
-			errs <- nil
-			go func() {
-				for {
-					if _, _, err := ws.NextReader(); err != nil {
-						return
-					}
-				}
-			}()
-		}()
-	}
-	var first error
-	for range n {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return conns, first
-}
-
 func raiseNoFile(n uint64) {
 	var rl syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && rl.Cur < n {
@@ -714,7 +661,7 @@ func benchMemory(rep *report, c config, dir string) error {
 	// One connection first, so that one-off allocations (buffer pools,
 	// the dataset's state) are not counted per connection.
 	head, _, _ := srv.Head("big")
-	warm, err := dialSubscribers(hs.URL, 1, protocol.Sub{Dataset: "big", Epoch: head.Epoch, Snapshot: head.Snapshot, Seq: head.Seq})
+	warm, err := wsload.DialSubscribers(hs.URL, 1, protocol.Sub{Dataset: "big", Epoch: head.Epoch, Snapshot: head.Snapshot, Seq: head.Seq})
 	if err != nil {
 		return err
 	}
@@ -769,7 +716,7 @@ func childIdle(url string, n int) error {
 		return fmt.Errorf("heads: %v %v", heads, err)
 	}
 	h := heads.Datasets[0]
-	conns, err := dialSubscribers(url, n, protocol.Sub{Dataset: h.Dataset, Epoch: h.Epoch, Snapshot: h.Snapshot, Seq: h.Seq})
+	conns, err := wsload.DialSubscribers(url, n, protocol.Sub{Dataset: h.Dataset, Epoch: h.Epoch, Snapshot: h.Snapshot, Seq: h.Seq})
 	if err != nil {
 		return err
 	}
