@@ -216,6 +216,9 @@ type Server struct {
 	rp        replicaState // following the lake's heads (replica.go)
 
 	stop chan struct{}
+	// closing makes Close run once; closeErr is what it returned.
+	closing  sync.Once
+	closeErr error
 	wg   sync.WaitGroup
 }
 
@@ -1124,14 +1127,16 @@ func (s *Server) background() {
 // Close stops the server's background work, disconnects clients and
 // closes the store.
 func (s *Server) Close() error {
-	s.cancel()
-	close(s.stop)
-	s.hub.Close()
-	s.wg.Wait()
-	s.closeVintages()
-	err := s.store.Close()
-	s.closeLog()
-	return err
+	s.closing.Do(func() {
+		s.cancel()
+		close(s.stop)
+		s.hub.Close()
+		s.wg.Wait()
+		s.closeVintages()
+		s.closeErr = s.store.Close()
+		s.closeLog()
+	})
+	return s.closeErr
 }
 
 // closeLog closes the embedded node and its connection (an external

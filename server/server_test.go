@@ -230,3 +230,17 @@ func mustDate(s string) time.Time {
 	}
 	return time.Unix(u, 0).UTC()
 }
+
+// TestCloseTwice: a second Close (a deferred Close after an explicit one,
+// say) returns the first's result instead of panicking on the closed stop
+// channel.
+func TestCloseTwice(t *testing.T) {
+	srv, err := New(Options{Home: t.TempDir(), CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := srv.Close()
+	if second := srv.Close(); second != first {
+		t.Fatalf("second Close returned %v, the first %v", second, first)
+	}
+}
