@@ -219,7 +219,7 @@ type Server struct {
 	// closing makes Close run once; closeErr is what it returned.
 	closing  sync.Once
 	closeErr error
-	wg   sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 type nameLock struct {
