@@ -338,39 +338,13 @@ func TestReplicasCompactAtOnce(t *testing.T) {
 // metadata does not reference (a losing publish left it behind).
 func checkNoOrphans(t *testing.T, warehouse string, tbl *table.Table) {
 	t.Helper()
-	fs, err := tbl.FS(context.Background())
+	refs, err := lake.ReferencedFiles(context.Background(), tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref := map[string]bool{}
-	add := func(p string) {
-		if u, err := url.Parse(p); err == nil && u.Scheme == "file" {
-			p = filepath.FromSlash(u.Path)
-		}
+	for _, p := range refs {
 		ref[p] = true
-	}
-	add(tbl.MetadataLocation())
-	for e := range tbl.Metadata().PreviousFiles() {
-		add(e.MetadataFile)
-	}
-	for _, s := range tbl.Metadata().Snapshots() {
-		add(s.ManifestList)
-		mans, err := s.Manifests(fs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range mans {
-			add(m.FilePath())
-			for e, err := range m.Entries(fs, true) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				add(e.DataFile().FilePath())
-			}
-		}
-	}
-	for sf := range tbl.Metadata().Statistics() {
-		add(sf.StatisticsPath)
 	}
 	var orphans []string
 	filepath.WalkDir(warehouse, func(p string, d os.DirEntry, err error) error {

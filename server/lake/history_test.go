@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,52 +20,14 @@ import (
 	"github.com/energyscope/energyscope/localcache/format"
 )
 
-// referencedFiles lists every file the table's metadata references: the
-// current metadata file and the metadata log, and for every retained
-// snapshot its manifest list, manifests, their live data files (a
-// DELETED entry only records a removal) and its statistics file, as
-// local paths.
+// referencedFiles is ReferencedFiles for a test: every file the table's
+// metadata references, as local paths.
 func referencedFiles(t testing.TB, tbl *table.Table) []string {
 	t.Helper()
-	fs, err := tbl.FS(context.Background())
+	out, err := ReferencedFiles(context.Background(), tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := map[string]bool{}
-	add := func(p string) {
-		if u, err := url.Parse(p); err == nil && u.Scheme == "file" {
-			p = filepath.FromSlash(u.Path)
-		}
-		set[p] = true
-	}
-	add(tbl.MetadataLocation())
-	for e := range tbl.Metadata().PreviousFiles() {
-		add(e.MetadataFile)
-	}
-	for _, s := range tbl.Metadata().Snapshots() {
-		add(s.ManifestList)
-		mans, err := s.Manifests(fs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range mans {
-			add(m.FilePath())
-			for e, err := range m.Entries(fs, true) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				add(e.DataFile().FilePath())
-			}
-		}
-	}
-	for sf := range tbl.Metadata().Statistics() {
-		add(sf.StatisticsPath)
-	}
-	var out []string
-	for p := range set {
-		out = append(out, p)
-	}
-	slices.Sort(out)
 	return out
 }
 
