@@ -209,14 +209,14 @@ func OverlayHomeLog(ctx context.Context, home string, st *localcache.Store) erro
 // EmbeddedLogHead is dataset's head seq in the delta log of a server
 // home whose server is not running (es cook --home on a server home: a
 // new epoch covers every seq the log handed out). It starts the home's
-// embedded node for the call; 0 when the log has no such dataset.
+// embedded node for the call (openHomeLog); 0 when the log has no such
+// dataset.
 func EmbeddedLogHead(ctx context.Context, home, dataset string) (uint64, error) {
-	n, l, err := openEmbeddedLog(home, Options{})
+	l, release, err := openHomeLog(home)
 	if err != nil {
 		return 0, err
 	}
-	defer n.Shutdown()
-	defer l.Close()
+	defer release()
 	h, err := l.Head(ctx, dataset)
 	if errors.Is(err, deltalog.ErrUnknownDataset) {
 		return 0, nil
@@ -396,7 +396,12 @@ func (s *Server) catchUp(ctx context.Context, d *dataset) (uint64, error) {
 	if err := s.dlog.Advance(ctx, d.name, head); err != nil {
 		return 0, fmt.Errorf("delta log: %w", err)
 	}
-	from := min(s.oldestCovers(d), head) + 1
+	// The tail reaches back to the lowest covers of the retained
+	// snapshots and the one in service.
+	from := head + 1
+	if oldest, ok := s.retainedCovers(d.name); ok {
+		from = min(oldest, head) + 1
+	}
 	recs, err := s.dlog.Read(ctx, d.name, from)
 	if errors.Is(err, deltalog.ErrTrimmed) && from <= head {
 		// The log no longer reaches back to the oldest retained snapshot:
@@ -426,17 +431,6 @@ func (s *Server) catchUp(ctx context.Context, d *dataset) (uint64, error) {
 	}
 	d.setApplied(last)
 	return last + 1, nil
-}
-
-// oldestCovers is the lowest covers_through_seq of the dataset's retained
-// snapshots and the one in service (the tail reaches back to it).
-func (s *Server) oldestCovers(d *dataset) uint64 {
-	oldest, ok := s.retainedCovers(d.name)
-	if !ok {
-		seq, _ := s.store.LastSeq(d.name)
-		return seq
-	}
-	return oldest
 }
 
 // follow applies the dataset's stream from seq next on until the server

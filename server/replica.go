@@ -81,9 +81,6 @@ func (s *Server) startReplica() {
 		return
 	}
 	every := s.opts.LakePoll
-	if every == 0 {
-		every = DefaultLakePoll
-	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -341,9 +338,6 @@ func (s *Server) replicaHealth() *ReplicaHealth {
 		}
 	}
 	poll := s.opts.LakePoll
-	if poll == 0 {
-		poll = DefaultLakePoll
-	}
 	h := &ReplicaHealth{LakePoll: poll.String()}
 	if poll < 0 || s.opts.Lake == nil {
 		h.LakePoll = "never"

@@ -23,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,6 +292,9 @@ func New(o Options) (*Server, error) {
 	o.Conn = o.Conn.withDefaults()
 	if o.LogWait <= 0 {
 		o.LogWait = 2 * time.Minute
+	}
+	if o.LakePoll == 0 {
+		o.LakePoll = DefaultLakePoll
 	}
 	s := &Server{opts: o, log: o.Logger, ds: map[string]*dataset{}, broken: map[string]string{},
 		names: map[string]*nameLock{}, uploads: map[string]bool{}, stop: make(chan struct{})}
@@ -617,7 +619,7 @@ func (s *Server) Since(name string, after uint64) ([]format.Record, bool) {
 	if after < d.histFrom {
 		return nil, false
 	}
-	i := sort.Search(len(d.hist), func(i int) bool { return d.hist[i].Seq > after })
+	i := histSearch(d.hist, after)
 	return slices.Clone(d.hist[i:]), true
 }
 
@@ -882,7 +884,7 @@ func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*for
 // memory and on disk. d.mu is held.
 func (s *Server) resetHistoryLocked(d *dataset, covers uint64) {
 	d.hmu.Lock()
-	i := sort.Search(len(d.hist), func(i int) bool { return d.hist[i].Seq > covers })
+	i := histSearch(d.hist, covers)
 	d.hist, d.histFrom = slices.Clone(d.hist[i:]), covers
 	d.hmu.Unlock()
 	// The store serves through covers: an ingest waiting for a seq the
