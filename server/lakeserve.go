@@ -173,11 +173,7 @@ func (s *Server) lakeHealth() *LakeHealth {
 	ctx, cancel := context.WithTimeout(s.ctx, lakeCheckTimeout)
 	defer cancel()
 	h := &LakeHealth{Catalog: CatalogReachable}
-	cat, err := l.CatalogContext(ctx)
-	if err == nil {
-		_, err = cat.CheckNamespaceExists(ctx, catalog.ToIdentifier(lake.Namespace))
-	}
-	if err != nil {
+	if _, err := l.Catalog().CheckNamespaceExists(ctx, catalog.ToIdentifier(lake.Namespace)); err != nil {
 		h.Catalog, h.Error = CatalogUnreachable, s.scrub(err.Error())
 	}
 	s.lk.Lock()

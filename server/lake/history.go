@@ -179,11 +179,7 @@ func (l *Lake) Tag(ctx context.Context, dataset string, v Vintage, name string) 
 			return fmt.Errorf("%w: %q already names a vintage of %s", ErrBadTag, name, dataset)
 		}
 	}
-	cat, err := l.CatalogContext(ctx)
-	if err != nil {
-		return err
-	}
-	_, _, err = cat.CommitTable(ctx, l.Identifier(dataset),
+	_, _, err = l.Catalog().CommitTable(ctx, l.Identifier(dataset),
 		[]table.Requirement{table.AssertTableUUID(t.Metadata().TableUUID()), table.AssertRefSnapshotID(name, nil)},
 		[]table.Update{table.NewSetSnapshotRefUpdate(name, v.IcebergSnapshot, table.TagRef, 0, 0, 0)})
 	if err != nil {

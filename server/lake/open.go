@@ -498,23 +498,18 @@ func (l *Lake) loadIndexed(ctx context.Context, dataset string) (*loaded, error)
 	if err != nil {
 		return nil, err
 	}
-	lt := indexTable(t)
-	l.tables.Lock()
-	if cur := l.tables.m[dataset]; cur != nil && cur.t == t {
-		l.tables.m[dataset] = lt
-	}
-	l.tables.Unlock()
-	return lt, nil
+	return l.indexed(dataset, &loaded{t: t}), nil
 }
 
-// indexed returns lt with its statistics index built (once).
+// indexed returns lt with its statistics index built (once), and keeps
+// the index with the remembered table when that is still lt's table.
 func (l *Lake) indexed(dataset string, lt *loaded) *loaded {
 	if lt.stats != nil {
 		return lt
 	}
 	full := indexTable(lt.t)
 	l.tables.Lock()
-	if cur := l.tables.m[dataset]; cur == lt {
+	if cur := l.tables.m[dataset]; cur != nil && cur.t == lt.t {
 		l.tables.m[dataset] = full
 	}
 	l.tables.Unlock()
