@@ -20,7 +20,14 @@ import (
 // fails (a full disk, a failed fsync) nothing of the batch is visible and
 // the store keeps serving its previous state.
 func (s *Store) Apply(dataset string, batch []format.Record) (int, error) {
-	d, err := s.writable(dataset)
+	// A read-only store with its delta in memory takes Apply and nothing
+	// else that writes: a reader of a server home overlays the delta log's
+	// records on its own view (Options.DeltaInMemory).
+	write := s.writable
+	if s.opts.ReadOnly && s.opts.DeltaInMemory {
+		write = s.undamaged
+	}
+	d, err := write(dataset)
 	if err != nil {
 		return 0, err
 	}
@@ -56,7 +63,7 @@ func (s *Store) Apply(dataset string, batch []format.Record) (int, error) {
 	d.mu.Unlock()
 	s.notify(dataset, fresh)
 
-	if (s.opts.CompactRows > 0 && rows >= s.opts.CompactRows) || (s.opts.CompactBytes > 0 && bytes >= s.opts.CompactBytes) {
+	if !s.opts.ReadOnly && ((s.opts.CompactRows > 0 && rows >= s.opts.CompactRows) || (s.opts.CompactBytes > 0 && bytes >= s.opts.CompactBytes)) {
 		if d.compacting.CompareAndSwap(false, true) {
 			go func() {
 				defer d.compacting.Store(false)

@@ -59,12 +59,18 @@ func (s *Store) Damaged(name string) error {
 }
 
 // writable returns the named dataset for a write (Apply, Truncate,
-// compaction): ErrReadOnly in a read-only store, the *DamageError of a
-// damaged dataset.
+// compaction, Remap): ErrReadOnly in a read-only store, the *DamageError
+// of a damaged dataset.
 func (s *Store) writable(name string) (*Dataset, error) {
-	if s.opts.ReadOnly && !s.opts.DeltaInMemory {
+	if s.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
+	return s.undamaged(name)
+}
+
+// undamaged returns the named dataset, or the *DamageError of a damaged
+// one.
+func (s *Store) undamaged(name string) (*Dataset, error) {
 	d, err := s.Dataset(name)
 	if err != nil {
 		return nil, err
