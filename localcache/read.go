@@ -276,10 +276,9 @@ func (l located) merged(buf *mergeBuf, from, to int64) (snapshot.Points, format.
 	var freq format.Frequency
 	if l.inBase {
 		var err error
-		if base, err = l.rs.snap.Get(l.row, from, to); err != nil {
+		if base, freq, err = l.rs.snap.GetFrequency(l.row, from, to); err != nil {
 			return snapshot.Points{}, "", nil, err
 		}
-		freq = l.rs.snap.Frequency(l.row)
 	}
 	var out snapshot.Points
 	var meta *format.RecordMeta

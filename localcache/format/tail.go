@@ -126,6 +126,7 @@ func OpenTail(b []byte, pt PeriodType, maxRows int64) (*Tail, error) {
 	t := &Tail{b: b, pt: pt, NumBlocks: len(f.rowGroups)}
 	t.blockRows = make([]int64, t.NumBlocks)
 	t.chunks = make([][3]chunkRef, t.NumBlocks)
+	leaves := tailLeaves(pt) // [0] is the root; column col is leaves[col+1]
 	for i, rg := range f.rowGroups {
 		n := rg.numRows
 		if err := checkRows(i, n); err != nil {
@@ -143,8 +144,8 @@ func OpenTail(b []byte, pt PeriodType, maxRows int64) (*Tail, error) {
 			switch {
 			case !cc.hasMeta || cc.externalFile:
 				return nil, corrupt(TailFile, -1, "row group %d column %d: no metadata in the file", i, col)
-			case cc.typ != tailPhysical(pt, col):
-				return nil, corrupt(TailFile, -1, "row group %d column %d: physical type %d, want %d", i, col, cc.typ, tailPhysical(pt, col))
+			case cc.typ != leaves[col+1].typ:
+				return nil, corrupt(TailFile, -1, "row group %d column %d: physical type %d, want %d", i, col, cc.typ, leaves[col+1].typ)
 			case cc.hasDict:
 				return nil, corrupt(TailFile, -1, "row group %d column %d has a dictionary page", i, col)
 			}

@@ -368,11 +368,6 @@ func (f *tailFooter) checkSchema(pt PeriodType) error {
 	return nil
 }
 
-// physical is the physical type of column col for pt.
-func tailPhysical(pt PeriodType, col int) int32 {
-	return tailLeaves(pt)[col+1].typ
-}
-
 // checkRows validates the row count of a row group.
 func checkRows(i int, n int64) error {
 	if n < 0 || n > math.MaxUint32 {
