@@ -35,7 +35,8 @@ import (
 //     the tail is rebuilt from the stream from the oldest retained
 //     snapshot's covers (catchUp) before the server serves.
 //   - A compaction trims the stream below the oldest retained snapshot's
-//     covers (trimHistory).
+//     covers, and on a lake-backed server below the oldest covers of the
+//     epoch's vintages the lake retains (trimHistory, logFloor).
 
 // NatsDir is the directory of a home that holds the embedded JetStream
 // node's store (Options.DeltaLog nil).

@@ -815,8 +815,9 @@ func (s *Server) retainedCovers(name string) (uint64, bool) {
 }
 
 // trimHistory keeps the tail above the oldest retained snapshot's covers
-// and trims the delta log below it: a companion further behind gets a
-// snapshot, and no retained snapshot needs a record below its covers.
+// and trims the delta log below what any retained snapshot or vintage
+// needs (logFloor): a companion further behind gets a snapshot, and no
+// retained snapshot needs a record below its covers.
 func (s *Server) trimHistory(d *dataset) {
 	oldest, ok := s.retainedCovers(d.name)
 	if !ok {
@@ -829,9 +830,55 @@ func (s *Server) trimHistory(d *dataset) {
 		d.histFrom = oldest
 	}
 	d.hmu.Unlock()
-	if err := s.dlog.Trim(s.ctx, d.name, oldest+1); err != nil {
-		s.log.Warn("delta log: trim", "dataset", d.name, "below", oldest+1, "err", err)
+	s.trimLog(d.name, oldest)
+}
+
+// trimLog trims dataset name's delta log below logFloor; oldest is the
+// home's retainedCovers.
+func (s *Server) trimLog(name string, oldest uint64) {
+	floor, ok := s.logFloor(name, oldest)
+	if !ok {
+		return
 	}
+	if err := s.dlog.Trim(s.ctx, name, floor+1); err != nil {
+		s.log.Warn("delta log: trim", "dataset", name, "below", floor+1, "err", err)
+	}
+}
+
+// logFloor is the seq the delta log of dataset name must keep the
+// records above: the home's oldest retained covers (oldest) and, on a
+// lake-backed server, the lowest covers of the vintages of the epoch in
+// service the lake retains (--keep-vintages, --keep-vintage-days, tags
+// and the current one), whichever replica committed them. A replica
+// still serving an older retained vintage (it has not installed the
+// newer one yet, or it was cut off from the log meanwhile) follows the
+// log from that vintage's covers: the trim must not cut what it needs.
+// Vintages of an earlier epoch need nothing (a replica on one installs
+// the new epoch, whose covers reach the log's head when it was made).
+// false: the lake could not be read, trim nothing now (the next
+// compaction or expiry trims).
+func (s *Server) logFloor(name string, oldest uint64) (uint64, bool) {
+	l := s.opts.Lake
+	if l == nil {
+		return oldest, true
+	}
+	_, cur, ok := s.Head(name)
+	if !ok {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	vs, err := l.Vintages(ctx, name)
+	if err != nil {
+		s.log.Warn("delta log: not trimmed (the lake's retained vintages could not be read)", "dataset", name, "err", err)
+		return 0, false
+	}
+	for _, v := range vs {
+		if v.Serving && v.Epoch == cur.Epoch {
+			oldest = min(oldest, v.CoversSeq)
+		}
+	}
+	return oldest, true
 }
 
 // Replace cooks source files into a new epoch of a dataset (creating it if

@@ -470,8 +470,16 @@ func (s *Server) expireAfterPublish(dataset string) {
 		if s.vint.beforeExpire != nil {
 			s.vint.beforeExpire(ctx)
 		}
-		if _, err := s.ExpireVintages(ctx, dataset); err != nil {
+		res, err := s.ExpireVintages(ctx, dataset)
+		if err != nil {
 			s.log.Warn("expire vintages", "dataset", dataset, "err", err)
+			return
+		}
+		if len(res.Expired) > 0 {
+			// The log's floor may have risen (logFloor).
+			if oldest, ok := s.retainedCovers(dataset); ok {
+				s.trimLog(dataset, oldest)
+			}
 		}
 	}()
 }
