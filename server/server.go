@@ -98,7 +98,7 @@ type Options struct {
 	// minutes), and a later open of one dataset. A dataset whose log does
 	// not answer in time is reported (Damaged, /healthz) and takes no
 	// updates until its log answers: the heartbeat tries it again every
-	// 5 s.
+	// 5 s. es serve --log-wait.
 	LogWait time.Duration
 }
 

@@ -42,6 +42,7 @@ func runServe(e *env, args []string) error {
 	fs.DurationVar(&conn.FileChunkTimeout, "file-chunk-timeout", 60*time.Second, "each 256 KiB of a snapshot file download (/v1/files) must be written within this time, else it is cut")
 	fs.IntVar(&conn.MaxUnauthConns, "max-unauth-conns", 256, "open connections without a passed token check; over it the oldest is closed")
 	fs.StringVar(&natsURLs, "nats", "", "the delta log's external NATS JetStream cluster, nats://h1:4222,nats://h2:4222,... (default: an embedded node in HOME/nats)")
+	logWait := fs.Duration("log-wait", 2*time.Minute, "how long the start waits in all for the datasets' delta log streams (also each later reopen); a dataset whose log does not answer in time serves its snapshot, takes no rows and is retried every 5 s")
 	var lf lakeFlags
 	lf.add(fs)
 	keepVintages := fs.Int("keep-vintages", 0, "lake retention: after each publish keep this many newest vintages per dataset (0 = no count limit; tagged and current vintages are always kept)")
@@ -51,6 +52,9 @@ func runServe(e *env, args []string) error {
 	}
 	if *keepVintages < 0 || *keepVintageDays < 0 {
 		return usagef("--keep-vintages and --keep-vintage-days must not be negative")
+	}
+	if *logWait <= 0 {
+		return usagef("--log-wait must be a positive duration (like 30s or 2m), got %v", *logWait)
 	}
 	if tokensFile == "" {
 		tokensFile = filepath.Join(home, server.TokensFile)
@@ -82,7 +86,7 @@ func runServe(e *env, args []string) error {
 		defer dl.Close()
 	}
 	srv, err := server.New(server.Options{Home: home, Logger: log, Tokens: tokens, CompactRows: *compactRows, CompactAt: compactAt, Keep: *keep,
-		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk, DeltaLog: dl,
+		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk, DeltaLog: dl, LogWait: *logWait,
 		KeepVintages: *keepVintages, KeepVintageFor: time.Duration(*keepVintageDays * float64(24*time.Hour))})
 	if err != nil {
 		return err

@@ -273,3 +273,68 @@ func TestServeExternalNats(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestServeLogWait: es serve --log-wait bounds how long the start waits
+// for the delta log. A real JetStream node of a 3-node cluster whose
+// peers never come up takes connections but answers no stream request
+// (no quorum): with --log-wait 2s the server listens within seconds (the
+// default would hold it 2 minutes) and serves the dataset's snapshot,
+// reported damaged. A value that is not a positive duration is refused
+// with exit 2 naming the flag, and the home is left as it was.
+func TestServeLogWait(t *testing.T) {
+	skipE2E(t)
+	for _, bad := range []string{"0", "-5s", "soon"} {
+		home := t.TempDir()
+		code, _, errs := es(t, "serve", "--home", home, "--no-auth", "--log-wait", bad)
+		if code != 2 || !strings.Contains(errs, "log-wait") {
+			t.Errorf("--log-wait %s: exit %d, stderr %q; want 2 naming --log-wait", bad, code, errs)
+		}
+		if ents, _ := os.ReadDir(home); len(ents) != 0 {
+			t.Errorf("--log-wait %s left %d entries in the home", bad, len(ents))
+		}
+	}
+
+	var routes []string
+	var ports []int
+	for range 3 {
+		p, err := deltalog.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, p)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	node, err := deltalog.StartNode(deltalog.NodeOptions{Dir: t.TempDir(), Name: "n1",
+		Cluster: &deltalog.ClusterOptions{Name: "es", Port: ports[0], Routes: routes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Shutdown()
+	// The home first served over a log that answers (its records move
+	// into the stream once), then over the node without quorum.
+	ok, err := deltalog.StartNode(deltalog.NodeOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ok.Shutdown()
+	home := t.TempDir()
+	cookStocks(t, home)
+	s := newE2EServer(t, home)
+	s.extraArgs = []string{"--nats", ok.ClientURL()}
+	s.start("127.0.0.1:0")
+	s.p.kill()
+	s.extraArgs = []string{"--nats", node.ClientURL(), "--log-wait", "2s"}
+	s.startTimeout = 30 * time.Second // 2 minutes without the flag
+	start := time.Now()
+	s.start(s.addr)
+	defer s.p.kill()
+	t.Logf("listening after %v with the log not answering (--log-wait 2s)", time.Since(start))
+	code, body, err := s.do("GET", "/healthz", s.read, "", nil)
+	var h server.Health
+	if err != nil || json.Unmarshal(body, &h) != nil || h.Damaged != 1 {
+		t.Fatalf("healthz with the log not answering: %d %v %s", code, err, body)
+	}
+	if code, body, err := s.do("GET", "/v1/series/MSFT?from=2000-01-01&to=2000-01-31", s.read, "", nil); err != nil || code != 200 || !strings.Contains(string(body), "2000-01-01,39.81") {
+		t.Fatalf("the snapshot with the log not answering: %d %v %s", code, err, body)
+	}
+}
