@@ -82,40 +82,64 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 
 	base := rs.snap.Manifest
 	o := format.WriteOptions{Dataset: dataset, Epoch: base.Epoch, CoversThroughSeq: upTo}
-	fold := func(dir string) (*format.Manifest, error) {
+	// fold writes the fold with sorted (the base's columns copied and the
+	// pending series merged in, which spares Write's sort) or, for a base
+	// not in the form Write gives (its points out of order or not
+	// normalized to its series' frequency, as in a snapshot written by an
+	// older build), with plain from scratch. It reads every byte of the
+	// base's mappings: a fault there marks the dataset damaged.
+	fold := func(sorted func(*format.SortedTable) (*format.Manifest, error), plain func(*format.Table) (*format.Manifest, error)) (m *format.Manifest, err error) {
+		r := reading{d: d}
+		defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+		defer func() { err = s.damagedIf(d, err) }()
 		f := newFolding(rs.snap, pending)
-		// The base's columns are normally in the form Write gives them:
-		// copy them and merge in the pending series, which spares Write's
-		// sort. A base that is not (its points out of order or not
-		// normalized to its series' frequency, as in a snapshot written
-		// by an older build) goes through the same fold into Write.
 		st, err := f.sorted()
 		if err != nil {
 			return nil, err
 		}
-		m, _, err := format.WriteSorted(dir, st, o)
+		m, err = sorted(st)
 		if errors.Is(err, format.ErrNotSorted) {
 			s.opts.Logger.Warn("compaction: snapshot columns not in sorted form; rewriting from scratch", "dataset", dataset, "err", err)
 			t, ferr := f.table()
 			if ferr != nil {
 				return nil, ferr
 			}
-			m, _, err = format.Write(dir, t, o)
+			m, err = plain(t)
 		}
 		return m, err
 	}
-	m, created, err := s.writeSnapshot(d, func(dir string) (m *format.Manifest, err error) {
-		// The fold reads every byte of the base's mappings.
-		r := reading{d: d}
-		defer s.guard(debug.SetPanicOnFault(true), &r, &err)
-		m, err = fold(dir)
-		return m, s.damagedIf(d, err)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("compact %s: %w", dataset, err)
-	}
-	if err := s.publishPlaced(d, m, created); err != nil {
-		return nil, fmt.Errorf("compact %s: %w", dataset, err)
+	var m *format.Manifest
+	if s.opts.CookPublish != nil {
+		// Cooked straight to where it is published: no directory here.
+		m, err = s.opts.CookPublish(dataset, func(c *format.Container) (*format.Manifest, error) {
+			return fold(func(st *format.SortedTable) (*format.Manifest, error) {
+				m, _, err := format.WriteSortedInto(c, st, o)
+				return m, err
+			}, func(t *format.Table) (*format.Manifest, error) {
+				m, _, err := format.WriteInto(c, t, o)
+				return m, err
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("compact %s: publish: %w", dataset, err)
+		}
+	} else {
+		var created bool
+		m, created, err = s.writeSnapshot(d, func(dir string) (*format.Manifest, error) {
+			return fold(func(st *format.SortedTable) (*format.Manifest, error) {
+				m, _, err := format.WriteSorted(dir, st, o)
+				return m, err
+			}, func(t *format.Table) (*format.Manifest, error) {
+				m, _, err := format.Write(dir, t, o)
+				return m, err
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("compact %s: %w", dataset, err)
+		}
+		if err := s.publishPlaced(d, m, created); err != nil {
+			return nil, fmt.Errorf("compact %s: %w", dataset, err)
+		}
 	}
 	if err := s.installPublished(d, m, false); err != nil {
 		return nil, fmt.Errorf("compact %s: %w", dataset, err)

@@ -1,12 +1,15 @@
 package localcache
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
 )
 
 var errCatalogDown = errors.New("catalog down")
@@ -135,5 +138,139 @@ func TestPublishHook(t *testing.T) {
 	}
 	if _, v := getAll(t, s, "n.X"); len(v) != 1 || v[0] != 1 {
 		t.Fatalf("n.X = %v", v)
+	}
+}
+
+// cookHook is a CookPublish hook that cooks each snapshot into a
+// container file outside the home, and the OpenSnapshot hook that maps
+// it from there (what the server does with its lake's Puffin files).
+type cookHook struct {
+	home   string
+	dir    string
+	fail   bool
+	calls  int
+	path   map[string]string          // snapshot id -> container
+	placed map[string][]format.Placed // snapshot id -> its files there
+}
+
+func (h *cookHook) cook(dataset string, cook func(*format.Container) (*format.Manifest, error)) (*format.Manifest, error) {
+	h.calls++
+	path := filepath.Join(h.dir, fmt.Sprintf("c%d", h.calls))
+	c, err := format.CreateContainer(path, []byte("HDR"))
+	if err != nil {
+		return nil, err
+	}
+	m, err := cook(c)
+	if err == nil && h.fail {
+		err = errCatalogDown
+	}
+	if err == nil {
+		err = c.Sync()
+	}
+	if err != nil {
+		c.Remove()
+		return nil, err
+	}
+	c.Close()
+	h.path[m.SnapshotID], h.placed[m.SnapshotID] = path, c.Files()
+	return m, nil
+}
+
+func (h *cookHook) open(dataset, id string) (*snapshot.Snapshot, error) {
+	path, ok := h.path[id]
+	if !ok {
+		return snapshot.Open(filepath.Join(h.home, DatasetsDir, dataset, format.SnapshotsDir, id))
+	}
+	set := snapshot.FileSet{}
+	for _, f := range h.placed[id] {
+		set[f.Name] = snapshot.Region{Path: path, Offset: f.Offset, Length: f.Length}
+	}
+	return snapshot.OpenFiles(set, snapshot.Options{})
+}
+
+// TestCookPublishHook: with Options.CookPublish, a compaction cooks into
+// the hook's container (the snapshot Compact writes without the hook:
+// same id, same bytes), makes no snapshot directory in the home, serves
+// the snapshot the OpenSnapshot hook maps out of the container and moves
+// CURRENT; a failing hook changes nothing and leaves no directory. A
+// store with CookPublish and no OpenSnapshot does not open.
+func TestCookPublishHook(t *testing.T) {
+	rec := []format.Record{{Seq: 1, Op: format.Upsert, SeriesID: "A", Period: day("2026-11-04"), Value: 4}}
+	// The same compaction without the hook, for the expected snapshot.
+	plainHome := cookHome(t)
+	ps, err := Open(plainHome, &Options{CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.Apply("d", rec); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ps.Compact("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDir := filepath.Join(ps.DatasetDir("d"), format.SnapshotsDir, want.SnapshotID)
+	ps.Close()
+
+	home := cookHome(t)
+	h := &cookHook{home: home, dir: t.TempDir(), path: map[string]string{}, placed: map[string][]format.Placed{}}
+	if _, err := Open(home, &Options{CookPublish: h.cook}); err == nil {
+		t.Fatal("a store with CookPublish and no OpenSnapshot opened")
+	}
+	s, err := Open(home, &Options{CookPublish: h.cook, OpenSnapshot: h.open, CompactRows: -1, CompactBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dsDir := s.DatasetDir("d")
+	before, _ := format.ReadCurrent(dsDir)
+	if _, err := s.Apply("d", rec); err != nil {
+		t.Fatal(err)
+	}
+	h.fail = true
+	if _, err := s.Compact("d"); !errors.Is(err, errCatalogDown) {
+		t.Fatalf("compact with a failing hook: %v, want errCatalogDown", err)
+	}
+	if id, _ := format.ReadCurrent(dsDir); id != before {
+		t.Fatalf("CURRENT %s after a failed publish, want %s", id, before)
+	}
+	if _, snap, seq, _ := s.State("d"); snap != before || seq != 1 {
+		t.Fatalf("state %s seq %d after a failed compaction", snap, seq)
+	}
+	if _, v := getAll(t, s, "A"); len(v) != 4 || v[3] != 4 {
+		t.Fatalf("A after a failed compaction: %v, want the delta's row still served", v)
+	}
+	h.fail = false
+	m, err := s.Compact("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.SnapshotID != want.SnapshotID {
+		t.Fatalf("cooked through the hook: %s, without it %s", m.SnapshotID, want.SnapshotID)
+	}
+	if id, _ := format.ReadCurrent(dsDir); id != m.SnapshotID {
+		t.Fatalf("CURRENT %s, want %s", id, m.SnapshotID)
+	}
+	if _, err := os.Stat(filepath.Join(dsDir, format.SnapshotsDir, m.SnapshotID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a directory of the cooked snapshot in the home: %v", err)
+	}
+	if _, snap, seq, _ := s.State("d"); snap != m.SnapshotID || seq != 1 {
+		t.Fatalf("state %s seq %d after the compaction", snap, seq)
+	}
+	if _, v := getAll(t, s, "A"); len(v) != 4 || v[3] != 4 {
+		t.Fatalf("A after the compaction: %v", v)
+	}
+	b, err := os.ReadFile(h.path[m.SnapshotID])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range h.placed[m.SnapshotID] {
+		w, err := os.ReadFile(filepath.Join(wantDir, f.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b[f.Offset:f.Offset+f.Length], w) {
+			t.Errorf("%s in the container differs from the directory compaction's", f.Name)
+		}
 	}
 }

@@ -63,6 +63,23 @@ type Options struct {
 	// the dataset's compaction lock, not its write lock: Apply goes on
 	// while it runs (except over a damaged dataset, which takes no Apply).
 	Publish func(dataset, dir string, m *format.Manifest) error
+	// CookPublish, when set, replaces format.Write into snapshots/<id>
+	// followed by Publish for the snapshots a writable store's compaction
+	// (Compact, CompactThrough) writes: the store calls it with cook, which
+	// writes the snapshot into the format.Container it is given
+	// (format.WriteSortedInto or WriteInto: the same bytes) and returns
+	// its manifest; the hook creates the container where the snapshot is
+	// to live, calls cook, publishes it and returns the manifest. The
+	// store then opens the snapshot through OpenSnapshot (required with
+	// CookPublish: the home holds no directory of it) and moves CURRENT:
+	// the serving files are written once. The server cooks straight into
+	// its lake's Puffin file (lake.PublishCooked). An error aborts the
+	// compaction as a failed Publish does (CURRENT does not move, the old
+	// snapshot keeps serving, the delta keeps its records); the hook
+	// removes what it wrote. Snapshots written elsewhere and installed
+	// (Install, the install over a damaged dataset) still go through
+	// Publish with their directory. Same locks as Publish.
+	CookPublish func(dataset string, cook func(*format.Container) (*format.Manifest, error)) (*format.Manifest, error)
 	// OpenSnapshot, when set, opens snapshot id of dataset in place of
 	// snapshot.Open of its directory: the server maps a vintage's
 	// artifacts in place out of its lake's Puffin file. A snapshot it
@@ -399,6 +416,9 @@ func (d *Dataset) swap(rs *readState) {
 // is never served half-checked.
 func Open(home string, opts *Options) (*Store, error) {
 	s := &Store{home: home, opts: opts.withDefaults()}
+	if s.opts.CookPublish != nil && s.opts.OpenSnapshot == nil {
+		return nil, errors.New("localcache: Options.CookPublish needs Options.OpenSnapshot (the snapshot it publishes has no directory in the home)")
+	}
 	s.mu.datasets = map[string]*Dataset{}
 	if !s.opts.ReadOnly {
 		// One writer per home: the write-ahead logs and compactions assume

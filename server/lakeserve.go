@@ -5,9 +5,11 @@ package server
 //
 //   - every snapshot the store puts in service (PUT, compaction by size,
 //     by time or by POST .../compact) is first published to the lake as one
-//     Iceberg commit, through the store's Publish hook
-//     (localcache.Options.Publish): after the snapshot is placed, before
-//     CURRENT moves. A failed publish fails the install (ErrLakeUnavailable,
+//     Iceberg commit, before CURRENT moves: a compaction cooks it straight
+//     into the vintage's Puffin file (localcache.Options.CookPublish,
+//     lake.PublishCooked: the serving files are written once); a snapshot
+//     cooked elsewhere and installed (PUT, es cook) goes through the
+//     store's Publish hook (localcache.Options.Publish) after it is placed. A failed publish fails the install (ErrLakeUnavailable,
 //     HTTP 503): the old snapshot keeps serving and the delta keeps its
 //     rows.
 //   - at New, each dataset is reconciled with its table (reconcileLake):
@@ -102,21 +104,60 @@ func (s *Server) Lake() *lake.Lake { return s.opts.Lake }
 // publishToLake is the store's Publish hook: the placed snapshot dir of
 // dataset becomes one Iceberg commit before CURRENT moves.
 func (s *Server) publishToLake(dataset, dir string, m *format.Manifest) error {
-	s.lk.Lock()
-	skip := s.lk.installing[dataset] == m.SnapshotID
-	// The store hands over a snapshot it has just written (format.Write)
-	// or checked (Install's VerifyFiles): not hashed again.
-	po := lake.PublishOptions{Verified: true}
-	if rb, ok := s.lk.rollbackOf[dataset]; ok && rb.snapshot == m.SnapshotID {
-		po.RollbackOf = rb.of
-	}
-	s.lk.Unlock()
+	po, skip := s.publishOptions(dataset, m)
 	if skip {
 		return nil // the lake's own vintage, installed by installFromLake
 	}
 	start := time.Now()
-	po.Over = s.publishOver(dataset, m) // replica.go: a compaction is pinned to its parent
 	v, err := s.opts.Lake.PublishWith(s.ctx, dataset, dir, po)
+	return s.published(dataset, m, v, err, start)
+}
+
+// cookToLake is the store's CookPublish hook: a compaction cooks its
+// snapshot straight into the Puffin file of the vintage it becomes
+// (lake.PublishCooked), committed before CURRENT moves; the home gets no
+// directory of it (the store maps it through OpenSnapshot).
+func (s *Server) cookToLake(dataset string, cook func(*format.Container) (*format.Manifest, error)) (*format.Manifest, error) {
+	start := time.Now()
+	var cookErr error
+	v, m, err := s.opts.Lake.PublishCooked(s.ctx, dataset, func(c *format.Container) (*format.Manifest, error) {
+		m, err := cook(c)
+		cookErr = err
+		return m, err
+	}, func(m *format.Manifest) lake.PublishOptions {
+		po, _ := s.publishOptions(dataset, m)
+		return po
+	})
+	if cookErr != nil {
+		return nil, cookErr // the fold failed: not the lake's failure
+	}
+	if err := s.published(dataset, m, v, err, start); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// publishOptions are the options of publishing snapshot m of dataset;
+// skip: it is the lake's own vintage being installed (nothing to do).
+func (s *Server) publishOptions(dataset string, m *format.Manifest) (po lake.PublishOptions, skip bool) {
+	s.lk.Lock()
+	skip = s.lk.installing[dataset] == m.SnapshotID
+	// The store hands over a snapshot it has just written (format.Write)
+	// or checked (Install's VerifyFiles): not hashed again.
+	po = lake.PublishOptions{Verified: true}
+	if rb, ok := s.lk.rollbackOf[dataset]; ok && rb.snapshot == m.SnapshotID {
+		po.RollbackOf = rb.of
+	}
+	s.lk.Unlock()
+	if !skip {
+		po.Over = s.publishOver(dataset, m) // replica.go: a compaction is pinned to its parent
+	}
+	return po, skip
+}
+
+// published records the outcome of publishing snapshot m of dataset as
+// vintage v (err: the publish failed) and returns the hook's error.
+func (s *Server) published(dataset string, m *format.Manifest, v lake.Vintage, err error, start time.Time) error {
 	if errors.Is(err, lake.ErrHeadMoved) {
 		return err // another replica published first: not a failure of the lake
 	}
@@ -128,7 +169,7 @@ func (s *Server) publishToLake(dataset, dir string, m *format.Manifest) error {
 		return &lakeError{dataset: dataset, err: err}
 	}
 	if v.Snapshot != m.SnapshotID {
-		// Publish reads the manifest from dir: this cannot happen.
+		// Publish reads the manifest it commits: this cannot happen.
 		return &lakeError{dataset: dataset, err: fmt.Errorf("the lake recorded snapshot %q for %s", v.Snapshot, m.SnapshotID)}
 	}
 	s.lk.Lock()
@@ -233,6 +274,7 @@ func (s *Server) startLake(lo *localcache.Options) func() map[string]lakeHead {
 			}
 		})
 	lo.Publish = s.publishToLake
+	lo.CookPublish = s.cookToLake
 	lo.OpenSnapshot = func(dataset, id string) (*snapshot.Snapshot, error) {
 		if si, err := lake.ReadServed(home, dataset); err == nil && si.Vintage.Snapshot == id {
 			snap, err := l.OpenServing(dataset, si, snapshot.Options{})

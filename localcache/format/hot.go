@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"sync/atomic"
 	"unsafe"
 
@@ -494,30 +493,21 @@ func (r HotRecord) String() string {
 	return fmt.Sprintf("batch %d offset %d length %d tier %d", r.Batch, r.Offset, r.Length, r.Tier)
 }
 
-// buildHashFromFiles builds index.hash version 2 for the index.arrow and
-// data.arrow just written into dir: it maps them (positions in the
-// records are positions in the files) and reads only their headers, the
-// index's id, batch, offset, length, tier and frequency columns.
-func buildHashFromFiles(dir string, pt PeriodType, series, batches int) ([]byte, error) {
-	xf, err := mmap.Open(filepath.Join(dir, IndexFile))
-	if err != nil {
-		return nil, err
-	}
-	defer xf.Close()
-	df, err := mmap.Open(filepath.Join(dir, DataFile))
-	if err != nil {
-		return nil, err
-	}
-	defer df.Close()
-	x, err := OpenIndex(xf.Bytes, pt, series)
+// buildHashFromBytes builds index.hash version 2 for the index.arrow and
+// data.arrow just written, mapped as ib and db by the writer's sink
+// (positions in the records are positions in the files): it reads only
+// their headers, the index's id, batch, offset, length, tier and
+// frequency columns.
+func buildHashFromBytes(ib, db []byte, pt PeriodType, series, batches int) ([]byte, error) {
+	x, err := OpenIndex(ib, pt, series)
 	if err != nil {
 		return nil, err
 	}
 	defer x.Close()
-	d, err := OpenData(df.Bytes, pt, batches)
+	d, err := OpenData(db, pt, batches)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	return buildHash2(x, d, xf.Bytes, df.Bytes)
+	return buildHash2(x, d, ib, db)
 }

@@ -328,12 +328,13 @@ func VerifyFiles(dir string, m *Manifest) error {
 	return nil
 }
 
-func writeManifest(dir string, m *Manifest) error {
+// manifestBytes is manifest.json's content for m.
+func manifestBytes(m *Manifest) ([]byte, error) {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return WriteFileSync(filepath.Join(dir, ManifestFile), append(b, '\n'))
+	return append(b, '\n'), nil
 }
 
 // WriteFileSync writes b to path (created or truncated) and fsyncs the

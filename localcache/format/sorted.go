@@ -226,7 +226,13 @@ func WriteSorted(dir string, s *SortedTable, o WriteOptions) (m *Manifest, st Wr
 			os.RemoveAll(dir)
 		}
 	}()
+	return writeCooked(dirSink(dir), s.finished(), &Table{Series: s.series}, int64(len(s.c.value)), o)
+}
+
+// finished closes the per-series bounds (start[len(order)] = rows) and
+// returns the cooked rows.
+func (s *SortedTable) finished() *cooked {
 	c := &s.c
 	c.start = append(c.start, int64(len(c.value)))
-	return writeCooked(dir, c, &Table{Series: s.series}, int64(len(c.value)), o)
+	return c
 }

@@ -83,8 +83,8 @@ func unsafeCast[A, B any](s []A) []B {
 
 func bufio1M(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 1<<20) }
 
-func writeTailFile(path string, c *cooked) (FileInfo, error) {
-	return writeHashed(path, func(bw io.Writer) error {
+func writeTailFile(s sink, c *cooked) (FileInfo, error) {
+	return s.writeFile(TailFile, func(bw io.Writer) error {
 		// noClose keeps the Parquet writer from closing the file before
 		// the buffer is flushed and synced.
 		return c.writeTail(noClose{bw})

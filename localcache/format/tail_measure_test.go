@@ -91,8 +91,7 @@ func threadCPU() time.Duration {
 
 func (c *cooked) hotBytesPerRow(t *testing.T) float64 {
 	c.batches = c.cutBatches(1 << 20)
-	path := t.TempDir() + "/data.arrow"
-	fi, err := writeArrow(path, DataSchema(c.periodType), func(w *ipc.FileWriter) error { return c.writeData(w) })
+	fi, err := writeArrow(dirSink(t.TempDir()), DataFile, DataSchema(c.periodType), func(w *ipc.FileWriter) error { return c.writeData(w) })
 	if err != nil {
 		t.Fatal(err)
 	}

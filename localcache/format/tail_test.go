@@ -354,7 +354,7 @@ func TestVerifyTail(t *testing.T) {
 		cold.batches = cold.cutBatches(TailBlockRows)
 		edit(cold)
 		os.Remove(filepath.Join(dir, TailFile))
-		fi, err := writeTailFile(filepath.Join(dir, TailFile), cold)
+		fi, err := writeTailFile(dirSink(dir), cold)
 		if err != nil {
 			t.Fatal(err)
 		}

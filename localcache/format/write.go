@@ -78,13 +78,13 @@ func Write(dir string, t *Table, o WriteOptions) (m *Manifest, st WriteStats, er
 	}()
 
 	c := cookRows(t, o.Progress)
-	return writeCooked(dir, c, t, int64(t.Len()), o)
+	return writeCooked(dirSink(dir), c, t, int64(t.Len()), o)
 }
 
-// writeCooked writes the files of a snapshot from rows already cooked;
-// t supplies the series table (c.order indexes t.Series; its rows are not
-// read). dir exists; the caller removes it on error.
-func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOptions) (m *Manifest, st WriteStats, err error) {
+// writeCooked writes the files of a snapshot from rows already cooked
+// into s; t supplies the series table (c.order indexes t.Series; its rows
+// are not read). The caller removes what s holds on error.
+func writeCooked(s sink, c *cooked, t *Table, inputRows int64, o WriteOptions) (m *Manifest, st WriteStats, err error) {
 	switch o.Version {
 	case 0:
 		o.Version = FormatVersion
@@ -124,13 +124,13 @@ func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOption
 	c.batches = c.cutBatches(o.BatchRows)
 	m.Batches = len(c.batches)
 
-	dataInfo, err := writeArrow(filepath.Join(dir, DataFile), DataSchema(c.periodType), func(w *ipc.FileWriter) error {
+	dataInfo, err := writeArrow(s, DataFile, DataSchema(c.periodType), func(w *ipc.FileWriter) error {
 		return c.writeData(w)
 	})
 	if err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", DataFile, err)
 	}
-	idxInfo, err := writeArrow(filepath.Join(dir, IndexFile), IndexSchema(c.periodType), func(w *ipc.FileWriter) error {
+	idxInfo, err := writeArrow(s, IndexFile, IndexSchema(c.periodType), func(w *ipc.FileWriter) error {
 		return c.writeIndex(w, t, ids, cold, tier)
 	})
 	if err != nil {
@@ -139,10 +139,10 @@ func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOption
 	var hb []byte
 	if m.Version == 1 {
 		hb = buildHash(ids)
-	} else if hb, err = buildHashFromFiles(dir, c.periodType, len(ids), m.Batches); err != nil {
+	} else if hb, err = buildHashIn(s, c.periodType, len(ids), m.Batches); err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", HashFile, err)
 	}
-	if err := WriteFileSync(filepath.Join(dir, HashFile), hb); err != nil {
+	if err := s.writeBytes(HashFile, hb); err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", HashFile, err)
 	}
 	hh := newChunkHasher()
@@ -151,17 +151,21 @@ func writeCooked(dir string, c *cooked, t *Table, inputRows int64, o WriteOption
 
 	m.Files = []FileInfo{dataInfo, idxInfo, hashInfo}
 	if cold != nil {
-		tailInfo, err := writeTailFile(filepath.Join(dir, TailFile), cold)
+		tailInfo, err := writeTailFile(s, cold)
 		if err != nil {
 			return nil, st, fmt.Errorf("write %s: %w", TailFile, err)
 		}
 		m.Files = append(m.Files, tailInfo)
 	}
 	m.SnapshotID = snapshotID(m)
-	if err := writeManifest(dir, m); err != nil {
+	mb, err := manifestBytes(m)
+	if err == nil {
+		err = s.writeBytes(ManifestFile, mb)
+	}
+	if err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", ManifestFile, err)
 	}
-	if err := SyncDir(dir); err != nil {
+	if err := s.finish(); err != nil {
 		return nil, st, err
 	}
 	return m, st, nil
@@ -573,8 +577,8 @@ func (c *cooked) periodAt(row int64) int64 {
 	return int64(c.days[row]) * 86400
 }
 
-func writeArrow(path string, schema *arrow.Schema, body func(*ipc.FileWriter) error) (FileInfo, error) {
-	return writeHashed(path, func(bw io.Writer) error {
+func writeArrow(s sink, name string, schema *arrow.Schema, body func(*ipc.FileWriter) error) (FileInfo, error) {
+	return s.writeFile(name, func(bw io.Writer) error {
 		w, err := ipc.NewFileWriter(bw, ipc.WithSchema(schema), ipc.WithAllocator(memory.NewGoAllocator()))
 		if err != nil {
 			return err
@@ -597,7 +601,7 @@ func writeHashed(path string, body func(io.Writer) error) (FileInfo, error) {
 	}
 	defer f.Close()
 	h := newChunkHasher()
-	bw := bufio1M(multiWriter{f, h})
+	bw := bufio1M(hashingWriter{w: f, h: h})
 	if err := body(bw); err != nil {
 		return FileInfo{}, err
 	}
@@ -610,20 +614,21 @@ func writeHashed(path string, body func(io.Writer) error) (FileInfo, error) {
 	return h.info(filepath.Base(path)), nil
 }
 
-type multiWriter struct {
-	f *os.File
+// hashingWriter writes to w and hashes what it wrote.
+type hashingWriter struct {
+	w io.Writer
 	h *chunkHasher
 }
 
-// parallelMin is the size from which multiWriter writes and hashes a
+// parallelMin is the size from which hashingWriter writes and hashes a
 // buffer on separate goroutines: a snapshot's bulk goes through in 1 MiB
 // pieces, and the file write, the whole-file SHA-256 and the chunk
 // SHA-256 each take about as long as the others.
 const parallelMin = 256 << 10
 
-func (m multiWriter) Write(p []byte) (int, error) {
+func (m hashingWriter) Write(p []byte) (int, error) {
 	if len(p) < parallelMin {
-		n, err := m.f.Write(p)
+		n, err := m.w.Write(p)
 		m.h.Write(p[:n])
 		return n, err
 	}
@@ -633,7 +638,7 @@ func (m multiWriter) Write(p []byte) (int, error) {
 	var err error
 	done := make(chan struct{})
 	go func() {
-		n, err = m.f.Write(p)
+		n, err = m.w.Write(p)
 		close(done)
 	}()
 	m.h.Write(p) // if the write fails, the caller discards file and hash
@@ -643,11 +648,32 @@ func (m multiWriter) Write(p []byte) (int, error) {
 
 // startWrite fills in o's defaults and creates dir, which must not exist.
 func startWrite(dir string, o *WriteOptions) error {
+	defaults(o)
+	return os.Mkdir(dir, 0o755)
+}
+
+// defaults fills in o's defaults.
+func defaults(o *WriteOptions) {
 	if o.BatchRows <= 0 {
 		o.BatchRows = 1 << 20
 	}
 	if o.Created.IsZero() {
 		o.Created = time.Now()
 	}
-	return os.Mkdir(dir, 0o755)
+}
+
+// buildHashIn builds index.hash version 2 for the index.arrow and
+// data.arrow already written into s.
+func buildHashIn(s sink, pt PeriodType, series, batches int) ([]byte, error) {
+	xf, err := s.mapFile(IndexFile)
+	if err != nil {
+		return nil, err
+	}
+	defer xf.Close()
+	df, err := s.mapFile(DataFile)
+	if err != nil {
+		return nil, err
+	}
+	defer df.Close()
+	return buildHashFromBytes(xf.Bytes, df.Bytes, pt, series, batches)
 }

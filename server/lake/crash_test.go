@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/localcache/snapshot"
 )
 
 // TestMain lets the crash test re-run this test binary as a publishing
@@ -19,6 +20,10 @@ import (
 func TestMain(m *testing.M) {
 	if home := os.Getenv("ES_LAKE_CRASH_CHILD"); home != "" {
 		crashChild(home)
+		return
+	}
+	if home := os.Getenv("ES_LAKE_COOK_CRASH_CHILD"); home != "" {
+		cookCrashChild(home)
 		return
 	}
 	os.Exit(m.Run())
@@ -116,4 +121,89 @@ func TestCrashDuringPublish(t *testing.T) {
 		t.Logf("round %d: %d vintages", round, len(vs))
 		l.Close()
 	}
+}
+
+// cookCrashChild publishes a cooked snapshot of the sample set, then
+// cooks a second one and kills itself just before its catalog commit:
+// the container is written and fsynced in the warehouse, and nothing
+// references it.
+func cookCrashChild(home string) {
+	ctx := context.Background()
+	l, err := Open(ctx, Options{Home: home})
+	if err != nil {
+		os.Exit(3)
+	}
+	tab := crashTable()
+	if _, _, err := l.PublishCooked(ctx, "stocks", cookInto("stocks", tab, format.WriteOptions{}), nil); err != nil {
+		os.Exit(4)
+	}
+	l.beforeCommit = func() {
+		p, _ := os.FindProcess(os.Getpid())
+		p.Kill()
+		select {}
+	}
+	l.PublishCooked(ctx, "stocks", cookInto("stocks", scaled(tab, 2), format.WriteOptions{CoversThroughSeq: 3}), nil)
+	os.Exit(5)
+}
+
+// TestCrashBetweenCookAndCommit: a process killed between writing a
+// cooked publish's Puffin container and its commit. The lake opens on
+// the first vintage, which serves and verifies; the orphaned container
+// is never a vintage's, and Expire's orphan cleanup removes it and its
+// data file, leaving exactly what the metadata references.
+func TestCrashBetweenCookAndCommit(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "ES_LAKE_COOK_CRASH_CHILD="+home)
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != -1 && ee.ExitCode() != 1 {
+		t.Fatalf("child: %v (want killed)", err)
+	}
+	l, err := Open(ctx, Options{Home: home, OrphanMinAge: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	vs, err := l.Vintages(ctx, "stocks")
+	if err != nil || len(vs) != 1 {
+		t.Fatalf("vintages %+v, %v: want the one committed", vs, err)
+	}
+	tbl, err := l.Table(ctx, "stocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var puffins int
+	for _, f := range warehouseFiles(t, home) {
+		if filepath.Ext(f) == ".puffin" {
+			puffins++
+		}
+	}
+	if puffins != 2 {
+		t.Fatalf("%d Puffin files in the warehouse, want the committed one and the killed publish's", puffins)
+	}
+	s, err := l.OpenSnapshot(ctx, "stocks", vs[0], snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAnswers(t, s, writeSnapshot(t, "stocks", crashTable(), format.WriteOptions{}))
+	s.Close()
+	if err := l.Verify(ctx, "stocks", vs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Expire(ctx, "stocks", 1000, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	tbl, _ = l.Table(ctx, "stocks")
+	checkNoOrphans(t, home, tbl)
+}
+
+// crashTable is a small table of two daily series.
+func crashTable() *format.Table {
+	t := &format.Table{Series: []format.SeriesMeta{{ID: "A", Frequency: format.Daily}, {ID: "B", Frequency: format.Daily}}}
+	for i := range 400 {
+		t.Append(uint32(i%2), int64(1700006400+86400*(i/2)), float64(i))
+	}
+	return t
 }

@@ -130,6 +130,14 @@ func (w *written) remove() {
 // writeFiles writes the data files and the Puffin file of src at the same
 // time and reads the data files' footers back into Iceberg data files.
 func (l *Lake) writeFiles(ctx context.Context, t *table.Table, src *source) (*written, error) {
+	return l.writeFilesWith(ctx, t, src, func(fs iceio.WriteFileIO) (table.StatisticsFile, string, error) {
+		return writePuffin(fs, t.Location(), src)
+	})
+}
+
+// writeFilesWith is writeFiles with puffin writing (or finishing) the
+// Puffin file, while the data files are written.
+func (l *Lake) writeFilesWith(ctx context.Context, t *table.Table, src *source, puffin func(iceio.WriteFileIO) (table.StatisticsFile, string, error)) (*written, error) {
 	fs, err := writableFS(ctx, t)
 	if err != nil {
 		return nil, err
@@ -140,7 +148,7 @@ func (l *Lake) writeFiles(ctx context.Context, t *table.Table, src *source) (*wr
 		puffinErr error
 	)
 	wg.Go(func() {
-		w.sf, w.puffin, puffinErr = writePuffin(fs, t.Location(), src)
+		w.sf, w.puffin, puffinErr = puffin(fs)
 	})
 	locs, dataErr := writeDataFiles(ctx, fs, t.Location(), src)
 	wg.Wait()
@@ -188,6 +196,12 @@ func readSnapshotFiles(dir string) (*source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadSnapshot, dir, err)
 	}
+	return sourceOf(snap, dir)
+}
+
+// sourceOf opens the readers over the files of snap (mapped from where),
+// sizes checked against its manifest; it takes over snap.
+func sourceOf(snap *snapshot.Snapshot, dir string) (*source, error) {
 	m := snap.Manifest
 	mb, _ := snap.FileBytes(format.ManifestFile)
 	msum := sha256.Sum256(mb)
