@@ -24,8 +24,10 @@
 package wsconn
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +78,20 @@ type Options struct {
 	// Written, if set, is called by the writer after each message with
 	// its length and the write's error.
 	Written func(n int, err error)
+	// ServerFrames says this end is the server, whose frames are not
+	// masked (RFC 6455 5.1). The writer then frames every message itself
+	// and writes straight to the socket: the messages queued on Send's
+	// lane when it wakes go out in one write (up to maxBatch bytes; a
+	// burst to one peer costs one syscall, not one each), the same bytes
+	// may be queued to many connections (a fan-out encodes once), and the
+	// socket's write deadline is refreshed at most every
+	// WriteTimeout/8 (1 s at most) instead of before every message, so a
+	// write that does not finish is cut after between 7/8 of WriteTimeout
+	// and WriteTimeout. The peer's pings are answered through Send's lane,
+	// so that the writer is the only goroutine that writes. Messages must
+	// not be fragmented or compressed on this connection (the hub never
+	// negotiates compression).
+	ServerFrames bool
 }
 
 func (o *Options) ensureDefaults() {
@@ -116,7 +132,25 @@ type Conn struct {
 	// closeBy (unix ns) is the deadline of everything written once Close
 	// was called; set before quit closes.
 	closeBy atomic.Int64
+
+	// The writer's own state with ServerFrames (writer goroutine only):
+	// dl is the socket's write deadline as it last set it (zero: unknown,
+	// set it before the next write), slack how stale dl may get, batch
+	// the frames being written, out, hdrs and bufs their bytes.
+	dl    time.Time
+	slack time.Duration
+	batch []frame
+	out   []byte
+	hdrs  []byte
+	bufs  net.Buffers
+	// writes counts the socket writes of messages (ServerFrames).
+	writes atomic.Int64
 }
+
+// Writes is the number of socket writes the writer made for messages
+// with ServerFrames (several messages queued at once share one); 0
+// without it.
+func (c *Conn) Writes() int64 { return c.writes.Load() }
 
 // New starts the writer of ws. ws must not be written to by anyone else
 // from now on, except through the returned Conn.
@@ -126,6 +160,15 @@ func New(ws *websocket.Conn, o Options) *Conn {
 	if o.ReadTimeout > 0 {
 		c.Touch()
 		ws.SetPongHandler(func(string) error { c.Touch(); return nil })
+	}
+	if o.ServerFrames {
+		c.slack = min(o.WriteTimeout/8, time.Second)
+		// Gorilla's default answers a ping from the reading goroutine with
+		// a write of its own, which would also move the write deadline.
+		ws.SetPingHandler(func(data string) error {
+			c.Send(websocket.PongMessage, []byte(data)) // a full queue: the next Send cuts the peer
+			return nil
+		})
 	}
 	go c.run()
 	return c
@@ -219,6 +262,10 @@ func (c *Conn) Reason() (r Reason, ok bool) {
 }
 
 func (c *Conn) write(f frame, deadline time.Time) error {
+	if c.opts.ServerFrames {
+		c.batch = append(c.batch[:0], f)
+		return c.writeFramed(deadline)
+	}
 	if by := c.closeBy.Load(); by != 0 && deadline.UnixNano() > by {
 		deadline = time.Unix(0, by)
 	}
@@ -243,12 +290,27 @@ func (c *Conn) run() {
 		tick = t.C
 	}
 	write := func(f frame) bool {
-		if err := c.write(f, time.Now().Add(c.opts.WriteTimeout)); err != nil {
+		var err error
+		if c.opts.ServerFrames {
+			c.batch = append(c.batch[:0], f)
+			c.collect()
+			err = c.writeFramed(time.Time{})
+		} else {
+			err = c.write(f, time.Now().Add(c.opts.WriteTimeout))
+		}
+		if err != nil {
 			c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: "write: " + err.Error(), Err: err})
 			c.drop()
 			return false
 		}
 		return true
+	}
+	ping := func() error {
+		if c.opts.ServerFrames {
+			c.batch = append(c.batch[:0], frame{kind: websocket.PingMessage})
+			return c.writeFramed(time.Time{})
+		}
+		return c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.opts.WriteTimeout))
 	}
 	for {
 		// Send's lane first: a bulk transfer must not delay live messages.
@@ -270,7 +332,7 @@ func (c *Conn) run() {
 				return
 			}
 		case <-tick:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.opts.WriteTimeout)); err != nil {
+			if err := ping(); err != nil {
 				c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: "ping: " + err.Error(), Err: err})
 				c.drop()
 				return
@@ -306,6 +368,141 @@ func (c *Conn) closing() {
 		code = websocket.CloseNormalClosure
 	}
 	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncate(r.Text, 120)), deadline)
+}
+
+// maxBatch bounds the bytes of one batched write (ServerFrames): what is
+// queued beyond it waits for the next write.
+const maxBatch = 256 << 10
+
+// collect adds to the batch the messages waiting on Send's lane, in
+// order, up to maxBatch bytes (ServerFrames).
+func (c *Conn) collect() {
+	n := len(c.batch[0].data)
+	for n < maxBatch {
+		select {
+		case f := <-c.q:
+			c.batch = append(c.batch, f)
+			n += len(f.data)
+			continue
+		default:
+		}
+		return
+	}
+}
+
+// writeFramed writes the batch's messages as unmasked frames in one write
+// (ServerFrames), under deadline if it is set (the close), else under the
+// connection's rarely refreshed write deadline; then it calls each
+// message's sent and Written. Up to copyBelow bytes of payload are copied
+// behind their headers into one buffer (one write on a TLS connection
+// too); a bigger batch (a snapshot chunk) goes out as a vectored write.
+func (c *Conn) writeFramed(deadline time.Time) error {
+	size := 0
+	for _, f := range c.batch {
+		size += len(f.data)
+	}
+	if deadline.IsZero() {
+		c.refreshDeadline()
+	} else {
+		c.ws.UnderlyingConn().SetWriteDeadline(deadline)
+		c.dl = deadline
+	}
+	var err error
+	if size <= copyBelow {
+		b := c.out[:0]
+		for _, f := range c.batch {
+			b = append(appendHeader(b, f.kind, len(f.data)), f.data...)
+		}
+		_, err = c.ws.UnderlyingConn().Write(b)
+		if cap(b) <= keepOut {
+			c.out = b
+		} else {
+			c.out = nil // memory per connection stays small; bursts allocate
+		}
+	} else {
+		c.hdrs = c.hdrs[:0]
+		for _, f := range c.batch {
+			c.hdrs = appendHeader(c.hdrs, f.kind, len(f.data))
+		}
+		c.bufs = c.bufs[:0]
+		off := 0
+		for _, f := range c.batch {
+			n := headerLen(len(f.data))
+			c.bufs = append(c.bufs, c.hdrs[off:off+n:off+n])
+			if len(f.data) > 0 {
+				c.bufs = append(c.bufs, f.data)
+			}
+			off += n
+		}
+		bufs := c.bufs // WriteTo consumes its receiver
+		_, err = bufs.WriteTo(c.ws.UnderlyingConn())
+		clear(c.bufs[:cap(c.bufs)])
+	}
+	for i, f := range c.batch {
+		if f.sent != nil {
+			f.sent()
+		}
+		if c.opts.Written != nil && f.kind != websocket.PingMessage && f.kind != websocket.PongMessage {
+			c.opts.Written(len(f.data), err)
+		}
+		c.batch[i] = frame{}
+	}
+	c.writes.Add(1)
+	return err
+}
+
+// copyBelow is the payload of a batch up to which writeFramed copies it
+// into one buffer.
+const copyBelow = 64 << 10
+
+// keepOut is the largest write buffer a connection keeps between writes.
+const keepOut = 4 << 10
+
+// refreshDeadline moves the socket's write deadline to WriteTimeout from
+// now when it is closer than WriteTimeout - slack, within the close
+// deadline once Close was called. Close sets the socket's deadline from
+// another goroutine after storing closeBy, so closeBy is read again after
+// the deadline is set: the earlier of the two always wins.
+func (c *Conn) refreshDeadline() {
+	now := time.Now()
+	if c.dl.Sub(now) >= c.opts.WriteTimeout-c.slack {
+		return
+	}
+	dl := now.Add(c.opts.WriteTimeout)
+	if by := c.closeBy.Load(); by != 0 && dl.UnixNano() > by {
+		dl = time.Unix(0, by)
+	}
+	c.ws.UnderlyingConn().SetWriteDeadline(dl)
+	if by := c.closeBy.Load(); by != 0 && dl.UnixNano() > by {
+		dl = time.Unix(0, by)
+		c.ws.UnderlyingConn().SetWriteDeadline(dl)
+	}
+	c.dl = dl
+}
+
+// headerLen is the length of an unmasked frame header for n payload bytes.
+func headerLen(n int) int {
+	switch {
+	case n < 126:
+		return 2
+	case n <= 0xffff:
+		return 4
+	}
+	return 10
+}
+
+// appendHeader appends the header of one unmasked, final, uncompressed
+// frame of kind (gorilla's message types are RFC 6455's opcodes) with n
+// payload bytes.
+func appendHeader(b []byte, kind, n int) []byte {
+	b = append(b, 0x80|byte(kind))
+	switch {
+	case n < 126:
+		return append(b, byte(n))
+	case n <= 0xffff:
+		return append(b, 126, byte(n>>8), byte(n))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 127), uint64(n))
 }
 
 // drop releases what is still queued, unwritten.
