@@ -4,7 +4,12 @@
 // one concurrent writer) fed by two queues: control messages and live
 // deltas (bounded; a consumer that lets it fill up is disconnected with a
 // reason rather than buffered forever) and bulk snapshot chunks (small and
-// blocking, so a transfer is paced by the socket). Subscribing takes the
+// blocking, so a transfer is paced by the socket). The writer frames the
+// messages itself (wsconn.Options.ServerFrames): a live delta is encoded
+// once by Publish and the same bytes are queued to every subscriber, what
+// queued up while a write was in flight goes out in one write (still one
+// websocket message each: the protocol does not change), and the write
+// deadline is not reset per message. Subscribing takes the
 // dataset's head atomically with registering for live deltas (kdb+'s
 // .u.sub): the catch-up covers (client seq, head] and live delivery starts
 // after head, so there is no gap and no duplicate.
@@ -248,6 +253,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.ctx = ctx
 	ws.SetReadLimit(protocol.MaxControl)
 	c.w = wsconn.New(ws, wsconn.Options{
+		ServerFrames: true,
 		Queue:        h.opts.SendQueue,
 		BulkQueue:    2,
 		WriteTimeout: h.opts.WriteTimeout,
