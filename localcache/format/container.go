@@ -122,6 +122,17 @@ func (c *Container) Sync() error {
 	return fileutil.SyncDir(filepath.Dir(c.path))
 }
 
+// Rename moves the container file to newpath (fileutil.Rename: same
+// filesystem; newpath must not exist on Windows); Sync then fsyncs
+// newpath's directory.
+func (c *Container) Rename(newpath string) error {
+	if err := fileutil.Rename(c.path, newpath); err != nil {
+		return err
+	}
+	c.path = newpath
+	return nil
+}
+
 // Close closes the container file (it stays on disk).
 func (c *Container) Close() error { return c.f.Close() }
 

@@ -37,8 +37,9 @@ var puffinMagic = []byte("PFA1")
 // container is created in the table's metadata directory and becomes the
 // vintage's Puffin file where it lies; otherwise (an s3 warehouse, or the
 // table's first publish) it is written under Options.CacheDir (the
-// system's temporary directory without one), uploaded as Publish uploads
-// its Puffin file, and removed (a crash leaves it to the cache's sweep of
+// system's temporary directory without one) and then renamed into the
+// table's metadata directory (a local warehouse on the same filesystem)
+// or uploaded as Publish uploads its Puffin file, and removed (a crash leaves it to the cache's sweep of
 // temporary files). opts, when set, gives the options of the
 // publish from the manifest (called after cook, before the commit).
 //
@@ -103,6 +104,11 @@ func (l *Lake) PublishCooked(ctx context.Context, dataset string, cook func(*for
 			return Vintage{}, nil, err
 		}
 		loc = t.Location() + "/metadata/" + name
+		// A table's first publish in a local warehouse: the container
+		// moves into place when the cache shares the filesystem.
+		if isLocal(loc) && c.Rename(localPathOf(loc)) == nil {
+			inPlace, path = true, localPathOf(loc)
+		}
 	} else if got, ok := periodTypeOf(t.Schema()); !ok || got != m.PeriodType {
 		return Vintage{}, nil, fmt.Errorf("%w: dataset %s: table has %q, snapshot has %q", ErrSchemaChanged, dataset, got, m.PeriodType)
 	}

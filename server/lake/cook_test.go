@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/puffin"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/energyscope/energyscope/internal/testweed"
 	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/localcache/snapshot"
 )
@@ -34,8 +35,8 @@ func cookInto(dataset string, t *format.Table, o format.WriteOptions) func(*form
 }
 
 // TestPublishCooked: a snapshot cooked straight into its Puffin file (the
-// first publish of a table through the temporary container and upload,
-// the next in place in the warehouse) is the vintage Publish makes of the
+// first publish of a table in the cache directory, then renamed into the
+// new table's metadata directory; the next in place in the warehouse) is the vintage Publish makes of the
 // same snapshot directory: the same blobs byte for byte, page-aligned,
 // the same rows through iceberg-go's scan, the same answers mapped in
 // place; iceberg-go's Puffin reader reads the file; every file was
@@ -233,5 +234,60 @@ func TestPublishCookedFailures(t *testing.T) {
 	checkNoOrphans(t, home, tbl)
 	if _, err := l.OpenSnapshot(ctx, "iowa", v, snapshot.Options{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPublishCookedS3: with an S3 warehouse (SeaweedFS) the cooked
+// container is written in the cache directory, uploaded as the vintage's
+// Puffin file and removed: a lake with an empty cache downloads and
+// verifies it and answers as the snapshot directory does; no temporary
+// container is left.
+func TestPublishCookedS3(t *testing.T) {
+	s := testweed.Start(t)
+	s.Setenv(t)
+	ctx := context.Background()
+	home := t.TempDir()
+	l, err := Open(ctx, Options{Home: home, Warehouse: s.Warehouse("cooked"), S3Endpoint: s.S3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tab := sampleTable(t, "stocks")
+	var dirs []string
+	var vs []Vintage
+	for i, f := range []float64{1, 2} {
+		o := format.WriteOptions{CoversThroughSeq: uint64(i), Tail: format.TailList("MSFT")}
+		dirs = append(dirs, writeSnapshot(t, "stocks", scaled(tab, f), o))
+		v, _, err := l.PublishCooked(ctx, "stocks", cookInto("stocks", scaled(tab, f), o), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	noCookTemps(t, home)
+	l.Close()
+	// Another lake on the same catalog with an empty cache: it downloads.
+	l2, err := Open(ctx, Options{Home: home, CacheDir: t.TempDir(), Warehouse: s.Warehouse("cooked"), S3Endpoint: s.S3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	for i, v := range vs {
+		si, err := l2.Artifacts(ctx, "stocks", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if si.Path != "" || !strings.HasPrefix(si.Location, "s3://") {
+			t.Fatalf("vintage %d lies at %q (%q): not in the bucket", i, si.Location, si.Path)
+		}
+		if err := l2.Verify(ctx, "stocks", v); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := l2.OpenSnapshot(ctx, "stocks", v, snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAnswers(t, snap, dirs[i])
+		snap.Close()
 	}
 }
