@@ -345,3 +345,107 @@ func copyFileSync(src, dst string) error {
 	}
 	return fileutil.SyncClose(out)
 }
+
+// ErrCookNeedsDirectory: InstallCooked cannot cook this install straight
+// to where Options.CookPublish publishes (no CookPublish, or a damaged
+// dataset, whose install rebuilds from a directory): nothing was written;
+// cook into a directory and Install it.
+var ErrCookNeedsDirectory = errors.New("install: this install needs a snapshot directory")
+
+// InstallCooked is Install of a snapshot cooked straight to where
+// Options.CookPublish publishes it (the server: its lake's Puffin file),
+// instead of into a directory that Install verifies, copies and
+// publishes: cook writes the snapshot into the container it is given
+// (format.WriteInto) and returns its manifest; the store then puts it in
+// service as Install does (a later epoch drops every pending record; a
+// snapshot older than the one in service is refused before it is
+// published, and the one in service is not published again). It fails with
+// ErrCookNeedsDirectory, having written nothing, without CookPublish or
+// over a damaged dataset.
+func (s *Store) InstallCooked(dataset string, cook func(*format.Container) (*format.Manifest, error)) (*format.Manifest, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	if s.opts.CookPublish == nil {
+		return nil, ErrCookNeedsDirectory
+	}
+	if err := format.ValidDatasetName(dataset); err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	unlock := s.lockName(dataset)
+	defer unlock()
+	d, derr := s.Dataset(dataset)
+	if derr != nil {
+		if err := s.refreshDataset(dataset); err != nil && !errors.Is(err, ErrDamaged) {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		d, derr = s.Dataset(dataset)
+	}
+	checked := func(c *format.Container) (*format.Manifest, error) {
+		m, err := cook(c)
+		if err == nil && m.Dataset != dataset {
+			err = fmt.Errorf("install: snapshot belongs to dataset %q, not %q", m.Dataset, dataset)
+		}
+		return m, err
+	}
+	if derr != nil {
+		if errors.Is(derr, ErrDamaged) {
+			return nil, ErrCookNeedsDirectory
+		}
+		// A dataset new to this store: publish, then CURRENT, which makes
+		// it exist.
+		dsDir := s.DatasetDir(dataset)
+		m, err := s.opts.CookPublish(dataset, checked)
+		if err != nil {
+			return nil, fmt.Errorf("install: publish: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Join(dsDir, format.SnapshotsDir), 0o755); err != nil {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		if err := fileutil.SyncDir(filepath.Dir(dsDir)); err != nil {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		if err := format.WriteCurrent(dsDir, m.SnapshotID); err != nil {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		if err := s.refreshDataset(dataset); err != nil {
+			return nil, fmt.Errorf("install: %w", err)
+		}
+		return m, nil
+	}
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	if d.damage.Load() != nil {
+		return nil, ErrCookNeedsDirectory
+	}
+	cur := d.cur.Load()
+	if cur == nil {
+		return nil, ErrClosed
+	}
+	cm := cur.snap.Manifest
+	var same *format.Manifest
+	m, err := s.opts.CookPublish(dataset, func(c *format.Container) (*format.Manifest, error) {
+		m, err := checked(c)
+		switch {
+		case err != nil:
+		case m.SnapshotID == cm.SnapshotID:
+			same, err = m, errSameSnapshot // in service already: nothing to publish
+		case m.Epoch < cm.Epoch || (m.Epoch == cm.Epoch && m.CoversThroughSeq < cm.CoversThroughSeq):
+			err = fmt.Errorf("snapshot %s is older than %s in service", m.SnapshotID, cm.SnapshotID)
+		}
+		return m, err
+	})
+	if same != nil {
+		return same, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("install: publish: %w", err)
+	}
+	if err := s.installPublished(d, m, m.Epoch > cm.Epoch); err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	return m, nil
+}
+
+// errSameSnapshot: InstallCooked cooked the snapshot in service.
+var errSameSnapshot = errors.New("the snapshot in service")
