@@ -238,7 +238,7 @@ func TestCompactUnsortedBase(t *testing.T) {
 	if err := os.WriteFile(idx, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// And in index.hash's hot records (format v2, FORMAT.md), whose
+	// And in index.hash's hot records (format v3, FORMAT.md), whose
 	// checksums are recomputed: frequency code 4 (M) at byte 13 of each.
 	hf := filepath.Join(filepath.Dir(idx), format.HashFile)
 	h, err := os.ReadFile(hf)
@@ -246,16 +246,17 @@ func TestCompactUnsortedBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	le := binary.LittleEndian
-	if le.Uint32(h[8:]) != 2 || le.Uint32(h[16:]) != 5 {
-		t.Fatalf("%s: version %d with %d series, want version 2 with 5", format.HashFile, le.Uint32(h[8:]), le.Uint32(h[16:]))
+	if le.Uint32(h[8:]) != 3 || le.Uint32(h[16:]) != 5 {
+		t.Fatalf("%s: version %d with %d series, want version 3 with 5", format.HashFile, le.Uint32(h[8:]), le.Uint32(h[16:]))
 	}
+	stride := int(le.Uint32(h[36:])) // version 3: the record's size
 	batchAt := 64 + 8<<le.Uint32(h[12:])
 	recAt := (batchAt + 24*int(le.Uint32(h[24:])) + 63) &^ 63
 	for i := range 5 {
-		if h[recAt+32*i+13] != 2 {
-			t.Fatalf("hot record %d: frequency code %d, want 2 (D)", i, h[recAt+32*i+13])
+		if h[recAt+stride*i+13] != 2 {
+			t.Fatalf("hot record %d: frequency code %d, want 2 (D)", i, h[recAt+stride*i+13])
 		}
-		h[recAt+32*i+13] = 4
+		h[recAt+stride*i+13] = 4
 	}
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	le.PutUint32(h[28:], crc32.Checksum(h[batchAt:], castagnoli))

@@ -34,16 +34,18 @@ func fuzzSnapshots(f testing.TB) []fuzzSnap {
 		noRows := &Table{Series: []SeriesMeta{{ID: "a", Name: "nothing"}, {ID: "b"}}}
 		noRows.Append(1, 0, 1)
 		for _, c := range []struct {
-			tb    *Table
-			batch int
+			tb      *Table
+			batch   int
+			version int // 0: FormatVersion
 		}{
-			{goldenTable(false), 0},
-			{goldenTable(true), 16},
-			{randomTable(rng, 30, 12, false), 20},
-			{empty, 0},
-			{noRows, 0},
+			{goldenTable(false), 0, 0},
+			{goldenTable(true), 16, 0},
+			{randomTable(rng, 30, 12, false), 20, 0},
+			{empty, 0, 0},
+			{noRows, 0, 0},
+			{goldenTable(false), 0, 2},
 		} {
-			dir, m := writeSnap(f, c.tb, WriteOptions{BatchRows: c.batch})
+			dir, m := writeSnap(f, c.tb, WriteOptions{BatchRows: c.batch, Version: c.version})
 			s := fuzzSnap{
 				m:        m,
 				manifest: readFile(f, dir, ManifestFile),
@@ -240,13 +242,14 @@ func FuzzOpenData(f *testing.F) {
 	})
 }
 
-// FuzzOpenHot: a damaged index.hash (version 2: slots, batch table,
-// records) over the real index.arrow and data.arrow. Open refuses it with a
+// FuzzOpenHot: a damaged index.hash (versions 2 and 3: slots, batch
+// table, records with or without the ids) over the real index.arrow and data.arrow. Open refuses it with a
 // CorruptionError or serves it; serving never panics, never returns a row
 // that does not exist, and never slices points outside data.arrow (a
 // damaged record may misdirect a lookup to another row, as damaged data
 // gives wrong values: the scrub's chunk hashes and Verify catch both). Each
-// seed snapshot is offered as version 1 too (records built at open).
+// input is offered as every version (version 1: records built at open;
+// versions 2 and 3 refuse each other's files by the version field).
 var fuzzSink float64
 
 func FuzzOpenHot(f *testing.F) {
@@ -268,7 +271,7 @@ func FuzzOpenHot(f *testing.F) {
 		}
 		defer d.Close()
 		b = aligned(b)
-		for _, version := range []int{1, 2} {
+		for _, version := range []int{1, 2, 3} {
 			h, err := OpenHot(version, b, ib, db, x, d)
 			if err != nil {
 				isCorruption(t, err)
@@ -277,9 +280,13 @@ func FuzzOpenHot(f *testing.F) {
 			for _, id := range append(s.ids, "", "missing", "PET.RWTC.D\x00") {
 				if r, ok := h.Lookup(id); ok && int(r) >= x.N {
 					t.Fatalf("Lookup(%q) = row %d of %d", id, r, x.N)
+				} else if got, idOK := h.ID(r); ok && (!idOK || got != id) {
+					// The id a lookup compared is the id the row names.
+					t.Fatalf("Lookup(%q) = row %d, whose id is %q (%v)", id, r, got, idOK)
 				}
 			}
 			for row := uint32(0); row <= uint32(x.N); row++ {
+				_, _ = h.ID(row) // in bounds of the records or index.arrow, or this faults
 				hd, hv, hf, hok := h.HotDays(row)
 				hs, hv2, hf2, hok2 := h.HotSecs(row)
 				if hok && hok2 {

@@ -19,8 +19,8 @@ import (
 //	28  uint32   CRC-32C of bytes 0..28
 //	32  [slots]uint64 slot table
 //
-// Version 2 (hot.go) has a 64-byte header, the same slot table at 64, then
-// the batch table and the hot records.
+// Versions 2 and 3 (hot.go) have a 64-byte header, then the batch table,
+// the same slot table, and the hot records.
 //
 // A slot is 0 when empty, otherwise (hi32(xxh3(id)) << 32) | (row + 1).
 // Probing is linear from xxh3(id) & (slots-1). The load factor is <= 0.5,
@@ -83,9 +83,11 @@ type Hash struct {
 	table   []byte
 	mask    uint64
 	n       uint32
-	version int    // 1 or 2
+	version int    // 1, 2 or 3
 	log2    uint32 // of the slot count
-	batches uint32 // version 2: data.arrow's batch count
+	batches uint32 // versions 2 and 3: data.arrow's batch count
+	stride  uint32 // versions 2 and 3: bytes a hot record
+	inline  uint32 // version 3: the longest id stored in its record
 }
 
 // OpenHash checks the header of index.hash (version 1 or 2) and returns a
@@ -106,7 +108,7 @@ func OpenHash(b []byte, series int) (Hash, error) {
 		if got, want := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); got != want {
 			return Hash{}, corrupt(f, 28, "header checksum %08x, want %08x", got, want)
 		}
-	case hashVersion2:
+	case hashVersion2, hashVersion3:
 		header = hotHeaderSize
 		if len(b) < hotHeaderSize {
 			return Hash{}, corrupt(f, 0, "file is %d bytes, shorter than its %d-byte header", len(b), hotHeaderSize)
@@ -114,7 +116,11 @@ func OpenHash(b []byte, series int) (Hash, error) {
 		if got, want := binary.LittleEndian.Uint32(b[60:]), crc32.Checksum(b[:60], castagnoli); got != want {
 			return Hash{}, corrupt(f, 60, "header checksum %08x, want %08x", got, want)
 		}
-		for i := 32; i < 60; i++ {
+		reserved := 32
+		if v == hashVersion3 {
+			reserved = 40
+		}
+		for i := reserved; i < 60; i++ {
 			if b[i] != 0 {
 				return Hash{}, corrupt(f, int64(i), "reserved header byte is %#x, not 0", b[i])
 			}
@@ -122,7 +128,16 @@ func OpenHash(b []byte, series int) (Hash, error) {
 	default:
 		return Hash{}, corrupt(f, 8, "unsupported version %d", v)
 	}
-	h := Hash{version: int(binary.LittleEndian.Uint32(b[8:]))}
+	h := Hash{version: int(binary.LittleEndian.Uint32(b[8:])), stride: HotRecordSize}
+	if h.version == hashVersion3 {
+		h.inline, h.stride = binary.LittleEndian.Uint32(b[32:]), binary.LittleEndian.Uint32(b[36:])
+		if h.inline < minInline || h.inline > maxInline {
+			return Hash{}, corrupt(f, 32, "inline id length %d outside %d..%d", h.inline, minInline, maxInline)
+		}
+		if h.stride != recordStride(h.inline) {
+			return Hash{}, corrupt(f, 36, "record stride %d, want %d for inline ids of %d bytes", h.stride, recordStride(h.inline), h.inline)
+		}
+	}
 	h.log2 = binary.LittleEndian.Uint32(b[12:])
 	n := binary.LittleEndian.Uint32(b[16:])
 	if h.log2 > 40 {
@@ -130,10 +145,10 @@ func OpenHash(b []byte, series int) (Hash, error) {
 	}
 	slots := uint64(1) << h.log2
 	size := uint64(header) + 8*slots
-	if h.version == hashVersion2 {
+	if h.version != hashVersion {
 		h.batches = binary.LittleEndian.Uint32(b[24:])
 		var slotAt uint64
-		slotAt, _, size = hotLayout(uint64(h.log2), uint64(n), uint64(h.batches))
+		slotAt, _, size = hotLayout(uint64(h.log2), uint64(n), uint64(h.batches), uint64(h.stride))
 		header = int(slotAt)
 	}
 	if uint64(len(b)) != size {

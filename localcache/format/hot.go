@@ -45,13 +45,56 @@ import (
 // The file is exactly R + 32*n bytes. The records and the batch table are
 // a function of index.arrow and data.arrow (buildHotTables), which Verify
 // recomputes and compares byte for byte.
+//
+// index.hash version 3 (format version 3) moves the id's bytes into the
+// record, so that a lookup touches the slot and the record (two lines of
+// index.hash), then the points: not index.arrow, a page of its own per
+// lookup in version 2. The header, the batch table and the slot table are
+// version 2's, with at 32 uint32 L, the longest id stored inline (8..48),
+// and at 36 uint32 the record stride, 16 + L rounded up to 8 (reserved
+// bytes then 40..60). A record is version 2's first 16 bytes, then L
+// bytes: the id's bytes, zero-padded, when it is at most L bytes long,
+// else the uint64 byte offset of the id in index.arrow and zeros. L keeps
+// all but 1% of the ids of at most 48 bytes inline (chooseInline): a
+// function of the ids. The file is R + stride*n bytes.
 const (
 	hashVersion2    = 2
+	hashVersion3    = 3
 	hotHeaderSize   = 64
 	batchLocSize    = 24
-	HotRecordSize   = 32
+	HotRecordSize   = 32 // version 2's stride
 	hotRecordsAlign = 64
+	recordHead      = 16 // a record's bytes before the id (version 3)
+	minInline       = 8  // room for the offset of an id out of line
+	maxInline       = 48 // records of at most 64 bytes
 )
+
+// recordStride is the size of a version 3 record with ids of up to
+// inline bytes inside it.
+func recordStride(inline uint32) uint32 { return (recordHead + inline + 7) &^ 7 }
+
+// chooseInline is L of version 3 for ids: the length of 8..48 that keeps
+// inside their records all but 1% of the ids of at most 48 bytes (the
+// smallest such length): a lookup then reads its id from the record,
+// unless the id is one of the longest ones, and one long id does not
+// make every record longer.
+func chooseInline(ids func(row uint32) string, n int) uint32 {
+	var count [maxInline + 1]int // count[l]: ids of l bytes
+	short := 0
+	for r := range uint32(n) {
+		if l := len(ids(r)); l <= maxInline {
+			count[l]++
+			short++
+		}
+	}
+	need, have := short-short/100, 0
+	for l := range uint32(maxInline + 1) {
+		if have += count[l]; have >= need {
+			return max(l, minInline)
+		}
+	}
+	return minInline // no id: need is 0, reached at l = 0
+}
 
 // HotRecord is the record of one series in index.hash version 2 (or built
 // in memory from a version 1 snapshot).
@@ -97,10 +140,13 @@ type HotIndex struct {
 	mask  uint64
 	n     uint32
 	locs  []batchLoc // the batch table, checked and decoded at open
-	recs  []byte     // n * HotRecordSize
+	recs  []byte     // n * stride
 	index []byte     // index.arrow
 	data  []byte     // data.arrow
 	pt    PeriodType
+	// stride is the bytes of a record (32 in version 2), inline the
+	// longest id stored inside its record (version 3; 0: none is).
+	stride, inline uint64
 	// Built is true when the records were built in memory at open (a
 	// version 1 snapshot) rather than read from index.hash.
 	Built bool
@@ -126,11 +172,11 @@ type batchLoc struct{ periodsAt, valuesAt, rows uint64 }
 const batchAt = hotHeaderSize
 
 // hotLayout is the position of the slot table and the records of a
-// version 2 index.hash, and its size.
-func hotLayout(log2, series, batches uint64) (slotAt, recAt, size uint64) {
+// version 2 or 3 index.hash, and its size.
+func hotLayout(log2, series, batches, stride uint64) (slotAt, recAt, size uint64) {
 	slotAt = (batchAt + batchLocSize*batches + hotRecordsAlign - 1) &^ (hotRecordsAlign - 1)
 	recAt = slotAt + 8<<log2
-	return slotAt, recAt, recAt + HotRecordSize*series
+	return slotAt, recAt, recAt + stride*series
 }
 
 // hotCRC is the checksum at offset 28 of a version 2 index.hash: the batch
@@ -154,11 +200,11 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 	if h.version != version {
 		return nil, corrupt(HashFile, 8, "version %d in a format version %d snapshot", h.version, version)
 	}
-	t := &HotIndex{slots: h.table, mask: h.mask, n: h.n, index: ib, data: db, pt: x.PeriodType}
+	t := &HotIndex{slots: h.table, mask: h.mask, n: h.n, index: ib, data: db, pt: x.PeriodType, stride: HotRecordSize}
 	t.cold.Store(coldLookups)
 	var batches []byte
 	if h.version == hashVersion {
-		if batches, t.recs, err = buildHotTables(x, d, ib, db); err != nil {
+		if batches, t.recs, err = buildHotTables(x, d, ib, db, 0); err != nil {
 			return nil, err
 		}
 		t.Built = true
@@ -167,7 +213,8 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 		if int(h.batches) != d.NumBatches {
 			return nil, corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
 		}
-		_, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
+		t.stride, t.inline = uint64(h.stride), uint64(h.inline)
+		_, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches), t.stride)
 		batches = hb[batchAt : batchAt+batchLocSize*uint64(h.batches)]
 		t.recs = hb[recAt:]
 	}
@@ -233,8 +280,8 @@ func (t *HotIndex) Lookup(id string) (uint32, bool) {
 // (BENCHMARKS.md "Serving snapshot v2": the first lookup after a cold open).
 func (t *HotIndex) prefetch(row uint32) {
 	t.cold.Add(-1)
-	rb := t.recs[uint64(row)*HotRecordSize:][:HotRecordSize]
-	if l, at := uint64(binary.LittleEndian.Uint16(rb[14:])), binary.LittleEndian.Uint64(rb[16:]); at <= uint64(len(t.index)) && l <= uint64(len(t.index))-at {
+	rb := t.recs[uint64(row)*t.stride:][:t.stride]
+	if l, at := uint64(binary.LittleEndian.Uint16(rb[14:])), binary.LittleEndian.Uint64(rb[16:]); l > t.inline && at <= uint64(len(t.index)) && l <= uint64(len(t.index))-at {
 		mmap.WillNeed(t.index[at : at+l])
 	}
 	batch, off, n := binary.LittleEndian.Uint32(rb), uint64(binary.LittleEndian.Uint32(rb[4:])), uint64(binary.LittleEndian.Uint32(rb[8:]))
@@ -247,12 +294,20 @@ func (t *HotIndex) prefetch(row uint32) {
 	mmap.WillNeed(t.data[l.valuesAt+8*off:][:min(8*n, prefetchBytes)])
 }
 
-// idIs reports whether the id of index row row (< t.n) is id.
+// idIs reports whether the id of index row row (< t.n) is id: in the
+// record (version 3, an id of at most t.inline bytes: inside the record's
+// stride, which OpenHot checked) or in index.arrow.
 func (t *HotIndex) idIs(row uint32, id string) bool {
-	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*HotRecordSize)
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
 	l := uint64(*(*uint16)(unsafe.Add(rb, 14)))
+	if l != uint64(len(id)) {
+		return false
+	}
+	if l <= t.inline {
+		return unsafe.String((*byte)(unsafe.Add(rb, recordHead)), l) == id
+	}
 	at := *(*uint64)(unsafe.Add(rb, 16))
-	if l != uint64(len(id)) || at > uint64(len(t.index)) || l > uint64(len(t.index))-at {
+	if at > uint64(len(t.index)) || l > uint64(len(t.index))-at {
 		return false
 	}
 	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.index)), at)), l) == id
@@ -296,7 +351,7 @@ func (t *HotIndex) hotSpan(row uint32, psize uint64) (periods, values unsafe.Poi
 	if row >= t.n {
 		return
 	}
-	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*HotRecordSize)
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
 	batch, off, length := *(*uint32)(rb), uint64(*(*uint32)(unsafe.Add(rb, 4))), *(*uint32)(unsafe.Add(rb, 8))
 	if *(*uint8)(unsafe.Add(rb, 12)) != uint8(Hot) || length == 0 || batch >= uint32(len(t.locs)) {
 		return
@@ -316,7 +371,7 @@ func (t *HotIndex) Record(row uint32) (r HotRecord, ok bool) {
 	if row >= t.n {
 		return HotRecord{}, false
 	}
-	rb := t.recs[uint64(row)*HotRecordSize:][:HotRecordSize]
+	rb := t.recs[uint64(row)*t.stride:][:t.stride]
 	return HotRecord{
 		Batch:  binary.LittleEndian.Uint32(rb),
 		Offset: binary.LittleEndian.Uint32(rb[4:]),
@@ -354,9 +409,11 @@ func (t *HotIndex) Slice(r HotRecord) (days []int32, secs []int64, values []floa
 }
 
 // buildHotTables computes the batch table and the records of index.hash
-// version 2 from index.arrow and data.arrow opened over ib and db. Offsets
-// are positions in those bytes, so ib and db must be the whole files.
-func buildHotTables(x *Index, d *Data, ib, db []byte) (batches, recs []byte, err error) {
+// from index.arrow and data.arrow opened over ib and db: version 2's
+// (inline 0) or version 3's with ids of up to inline bytes in the record.
+// Offsets are positions in those bytes, so ib and db must be the whole
+// files.
+func buildHotTables(x *Index, d *Data, ib, db []byte, inline uint32) (batches, recs []byte, err error) {
 	batches = make([]byte, batchLocSize*d.NumBatches)
 	for i := range d.NumBatches {
 		b, err := d.Batch(i)
@@ -381,9 +438,13 @@ func buildHotTables(x *Index, d *Data, ib, db []byte) (batches, recs []byte, err
 		}
 		binary.LittleEndian.PutUint64(e[16:], uint64(b.Len()))
 	}
-	recs = make([]byte, HotRecordSize*x.N)
+	stride := uint64(HotRecordSize)
+	if inline > 0 {
+		stride = uint64(recordStride(inline))
+	}
+	recs = make([]byte, stride*uint64(x.N))
 	for r := range uint32(x.N) {
-		e := recs[HotRecordSize*uint64(r):]
+		e := recs[stride*uint64(r):]
 		binary.LittleEndian.PutUint32(e, x.Batch[r])
 		binary.LittleEndian.PutUint32(e[4:], x.Offset[r])
 		binary.LittleEndian.PutUint32(e[8:], x.Length[r])
@@ -393,11 +454,15 @@ func buildHotTables(x *Index, d *Data, ib, db []byte) (batches, recs []byte, err
 		if len(id) == 0 || len(id) > MaxSeriesIDLen {
 			return nil, nil, corrupt(IndexFile, -1, "row %d: series id of %d bytes", r, len(id))
 		}
+		binary.LittleEndian.PutUint16(e[14:], uint16(len(id)))
+		if len(id) <= int(inline) {
+			copy(e[recordHead:], id)
+			continue
+		}
 		at, ok := offsetIn(ib, unsafe.Pointer(unsafe.StringData(id)))
 		if !ok {
 			return nil, nil, corrupt(IndexFile, -1, "row %d: series id outside the file", r)
 		}
-		binary.LittleEndian.PutUint16(e[14:], uint16(len(id)))
 		binary.LittleEndian.PutUint64(e[16:], at)
 	}
 	return batches, recs, nil
@@ -415,10 +480,16 @@ func offsetIn(b []byte, p unsafe.Pointer) (uint64, bool) {
 	return uint64(uintptr(p) - base), true
 }
 
-// buildHash2 builds index.hash version 2 for the rows of x over index.arrow
-// and data.arrow's bytes.
-func buildHash2(x *Index, d *Data, ib, db []byte) ([]byte, error) {
-	batches, recs, err := buildHotTables(x, d, ib, db)
+// buildHash2 builds index.hash version 2 or 3 for the rows of x over
+// index.arrow and data.arrow's bytes.
+func buildHash2(version int, x *Index, d *Data, ib, db []byte) ([]byte, error) {
+	var inline uint32
+	stride := uint64(HotRecordSize)
+	if version == hashVersion3 {
+		inline = chooseInline(x.ID, x.N)
+		stride = uint64(recordStride(inline))
+	}
+	batches, recs, err := buildHotTables(x, d, ib, db, inline)
 	if err != nil {
 		return nil, err
 	}
@@ -427,13 +498,17 @@ func buildHash2(x *Index, d *Data, ib, db []byte) ([]byte, error) {
 		ids[r] = x.ID(uint32(r))
 	}
 	log2 := slotLog2(len(ids))
-	slotAt, recAt, size := hotLayout(uint64(log2), uint64(len(ids)), uint64(d.NumBatches))
+	slotAt, recAt, size := hotLayout(uint64(log2), uint64(len(ids)), uint64(d.NumBatches), stride)
 	buf := make([]byte, size)
 	fillSlots(buf[slotAt:recAt], ids)
 	copy(buf[batchAt:], batches)
 	copy(buf[recAt:], recs)
 	copy(buf, hashMagic)
-	binary.LittleEndian.PutUint32(buf[8:], hashVersion2)
+	binary.LittleEndian.PutUint32(buf[8:], uint32(version))
+	if version == hashVersion3 {
+		binary.LittleEndian.PutUint32(buf[32:], inline)
+		binary.LittleEndian.PutUint32(buf[36:], uint32(stride))
+	}
 	binary.LittleEndian.PutUint32(buf[12:], log2)
 	binary.LittleEndian.PutUint32(buf[16:], uint32(len(ids)))
 	binary.LittleEndian.PutUint32(buf[20:], crc32.Checksum(buf[slotAt:recAt], castagnoli))
@@ -448,17 +523,22 @@ func buildHash2(x *Index, d *Data, ib, db []byte) ([]byte, error) {
 // index.arrow and data.arrow give.
 func verifyHot(hb, ib, db []byte, x *Index, d *Data) error {
 	h, err := OpenHash(hb, x.N)
-	if err != nil || h.version != hashVersion2 {
+	if err != nil || h.version == hashVersion {
 		return err
 	}
-	slotAt, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches))
+	if h.version == hashVersion3 {
+		if want := chooseInline(x.ID, x.N); h.inline != want {
+			return corrupt(HashFile, 32, "inline id length %d, the ids give %d", h.inline, want)
+		}
+	}
+	slotAt, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches), uint64(h.stride))
 	if got, want := hotCRC(hb, slotAt, recAt), binary.LittleEndian.Uint32(hb[28:]); got != want {
 		return corrupt(HashFile, batchAt, "batch table and records checksum %08x, want %08x", got, want)
 	}
 	if int(h.batches) != d.NumBatches {
 		return corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
 	}
-	batches, recs, err := buildHotTables(x, d, ib, db)
+	batches, recs, err := buildHotTables(x, d, ib, db, h.inline)
 	if err != nil {
 		return err
 	}
@@ -471,7 +551,7 @@ func verifyHot(hb, ib, db []byte, x *Index, d *Data) error {
 		}
 	}
 	if i := firstDiff(hb[recAt:], recs); i >= 0 {
-		return corrupt(HashFile, int64(recAt)+int64(i), "record of row %d does not match index.arrow", i/HotRecordSize)
+		return corrupt(HashFile, int64(recAt)+int64(i), "record of row %d does not match index.arrow", i/int(h.stride))
 	}
 	return nil
 }
@@ -493,12 +573,12 @@ func (r HotRecord) String() string {
 	return fmt.Sprintf("batch %d offset %d length %d tier %d", r.Batch, r.Offset, r.Length, r.Tier)
 }
 
-// buildHashFromBytes builds index.hash version 2 for the index.arrow and
-// data.arrow just written, mapped as ib and db by the writer's sink
+// buildHashFromBytes builds index.hash version 2 or 3 for the index.arrow
+// and data.arrow just written, mapped as ib and db by the writer's sink
 // (positions in the records are positions in the files): it reads only
 // their headers, the index's id, batch, offset, length, tier and
 // frequency columns.
-func buildHashFromBytes(ib, db []byte, pt PeriodType, series, batches int) ([]byte, error) {
+func buildHashFromBytes(version int, ib, db []byte, pt PeriodType, series, batches int) ([]byte, error) {
 	x, err := OpenIndex(ib, pt, series)
 	if err != nil {
 		return nil, err
@@ -509,5 +589,5 @@ func buildHashFromBytes(ib, db []byte, pt PeriodType, series, batches int) ([]by
 		return nil, err
 	}
 	defer d.Close()
-	return buildHash2(x, d, ib, db)
+	return buildHash2(version, x, d, ib, db)
 }

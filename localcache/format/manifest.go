@@ -28,10 +28,11 @@ const (
 	// FormatName and FormatVersion identify the snapshot format in
 	// manifest.json. FormatVersion is what Write writes; readers take
 	// MinFormatVersion..FormatVersion. Version 2 added the hot records to
-	// index.hash (hot.go); data.arrow, index.arrow and tail.parquet are
-	// the same in both and carry fileVersion in their own metadata.
+	// index.hash (hot.go), version 3 the ids inside them; data.arrow,
+	// index.arrow and tail.parquet are the same in all three and carry
+	// fileVersion in their own metadata.
 	FormatName       = "energyscope-snapshot"
-	FormatVersion    = 2
+	FormatVersion    = 3
 	MinFormatVersion = 1
 
 	// ChunkSize is the unit of transfer and of per-chunk hashes.

@@ -63,8 +63,11 @@ func (t *HotIndex) ID(row uint32) (id string, ok bool) {
 	if row >= t.n {
 		return "", false
 	}
-	rb := t.recs[uint64(row)*HotRecordSize:][:HotRecordSize]
+	rb := t.recs[uint64(row)*t.stride:][:t.stride]
 	l, at := uint64(binary.LittleEndian.Uint16(rb[14:])), binary.LittleEndian.Uint64(rb[16:])
+	if l <= t.inline {
+		return unsafe.String(&rb[recordHead], l), true
+	}
 	if at > uint64(len(t.index)) || l > uint64(len(t.index))-at {
 		return "", false
 	}

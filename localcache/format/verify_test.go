@@ -122,7 +122,21 @@ func TestVerifyFileProblems(t *testing.T) {
 			editManifest(t, dir, func(m *Manifest) { m.Version = FormatVersion + 1 })
 		}},
 		{"manifest version 0", ManifestFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 0 }) }},
-		{"manifest version 1 over index.hash 2", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 1 }) }},
+		{"manifest version 1 over index.hash 3", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 1 }) }},
+		{"manifest version 2 over index.hash 3", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 2 }) }},
+		{"inline id byte rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
+			// Row 4 is "a", inside its record like every golden id.
+			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[recAt+4*uint64(b[36])+recordHead]++ })
+		}},
+		{"id length rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
+			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[recAt+14]-- }) // row 0's id length
+		}},
+		{"inline length out of range", HashFile, func(t *testing.T, dir string) {
+			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[32] = maxInline + 8; b[36] = byte(recordStride(maxInline + 8)) })
+		}},
+		{"record stride wrong", HashFile, func(t *testing.T, dir string) {
+			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[36] += 8 })
+		}},
 		{"hot record rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[recAt+4]++ }) // row 0's offset
 		}},
@@ -226,13 +240,17 @@ func editManifestRaw(t *testing.T, dir string, edit func(*Manifest)) {
 	put(t, dir, ManifestFile, b)
 }
 
-// rewriteHash edits a version 2 index.hash, then fixes its checksums and
+// rewriteHash edits a version 2 or 3 index.hash, then fixes its checksums and
 // the manifest's entry, so that only the rebuilt comparison can catch it.
 func rewriteHash(t *testing.T, dir string, edit func(b []byte, recAt uint64)) {
 	t.Helper()
 	b := readFile(t, dir, HashFile)
 	log2, n, nb := binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:]), binary.LittleEndian.Uint32(b[24:])
-	slotAt, recAt, _ := hotLayout(uint64(log2), uint64(n), uint64(nb))
+	stride := uint64(HotRecordSize)
+	if binary.LittleEndian.Uint32(b[8:]) == hashVersion3 {
+		stride = uint64(binary.LittleEndian.Uint32(b[36:]))
+	}
+	slotAt, recAt, _ := hotLayout(uint64(log2), uint64(n), uint64(nb), stride)
 	edit(b, recAt)
 	binary.LittleEndian.PutUint32(b[28:], hotCRC(b, slotAt, recAt))
 	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))

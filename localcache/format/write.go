@@ -88,7 +88,7 @@ func writeCooked(s sink, c *cooked, t *Table, inputRows int64, o WriteOptions) (
 	switch o.Version {
 	case 0:
 		o.Version = FormatVersion
-	case MinFormatVersion, FormatVersion:
+	case MinFormatVersion, 2, FormatVersion:
 	default:
 		return nil, st, fmt.Errorf("write: format version %d is not %d..%d", o.Version, MinFormatVersion, FormatVersion)
 	}
@@ -139,7 +139,7 @@ func writeCooked(s sink, c *cooked, t *Table, inputRows int64, o WriteOptions) (
 	var hb []byte
 	if m.Version == 1 {
 		hb = buildHash(ids)
-	} else if hb, err = buildHashIn(s, c.periodType, len(ids), m.Batches); err != nil {
+	} else if hb, err = buildHashIn(s, m.Version, c.periodType, len(ids), m.Batches); err != nil {
 		return nil, st, fmt.Errorf("write %s: %w", HashFile, err)
 	}
 	if err := s.writeBytes(HashFile, hb); err != nil {
@@ -662,9 +662,9 @@ func defaults(o *WriteOptions) {
 	}
 }
 
-// buildHashIn builds index.hash version 2 for the index.arrow and
+// buildHashIn builds index.hash version 2 or 3 for the index.arrow and
 // data.arrow already written into s.
-func buildHashIn(s sink, pt PeriodType, series, batches int) ([]byte, error) {
+func buildHashIn(s sink, version int, pt PeriodType, series, batches int) ([]byte, error) {
 	xf, err := s.mapFile(IndexFile)
 	if err != nil {
 		return nil, err
@@ -675,5 +675,5 @@ func buildHashIn(s sink, pt PeriodType, series, batches int) ([]byte, error) {
 		return nil, err
 	}
 	defer df.Close()
-	return buildHashFromBytes(xf.Bytes, df.Bytes, pt, series, batches)
+	return buildHashFromBytes(version, xf.Bytes, df.Bytes, pt, series, batches)
 }

@@ -45,8 +45,9 @@ func refGet(t *testing.T, s *Snapshot, row uint32, from, to int64) Points {
 }
 
 // TestFormatVersions: a snapshot written as format version 1 (index.hash
-// without records: they are built at open) and one written as version 2
-// (records read in place) answer every lookup alike, and like the column
+// without records: they are built at open), one written as version 2
+// (records read in place) and one as version 3 (ids inside the records)
+// answer every lookup alike, and like the column
 // path of version 1, for both period types and with a cold tier.
 func TestFormatVersions(t *testing.T) {
 	for _, intraday := range []bool{false, true} {
@@ -61,7 +62,7 @@ func TestFormatVersions(t *testing.T) {
 					}
 				}
 				snaps := map[int]*Snapshot{}
-				for _, v := range []int{1, 2} {
+				for _, v := range []int{1, 2, 3} {
 					dir := filepath.Join(t.TempDir(), "snap")
 					m, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "t", Created: time.Unix(1, 0), BatchRows: 20_000, Tail: rule, Version: v})
 					if err != nil {
@@ -75,14 +76,17 @@ func TestFormatVersions(t *testing.T) {
 					}
 					snaps[v] = open(t, dir, Options{})
 				}
-				v1, v2 := snaps[1], snaps[2]
-				if !v1.hot.Built || v2.hot.Built {
-					t.Fatalf("records built at open: v1 %v, v2 %v", v1.hot.Built, v2.hot.Built)
+				v1, v2, v3 := snaps[1], snaps[2], snaps[3]
+				if !v1.hot.Built || v2.hot.Built || v3.hot.Built {
+					t.Fatalf("records built at open: v1 %v, v2 %v, v3 %v", v1.hot.Built, v2.hot.Built, v3.hot.Built)
 				}
 				rng := rand.New(rand.NewPCG(3, 3))
 				for row := range uint32(v2.NumSeries()) {
 					in := v2.Info(row)
-					for _, s := range []*Snapshot{v1, v2} {
+					for _, s := range []*Snapshot{v1, v2, v3} {
+						if id := s.SeriesID(row); id != in.ID {
+							t.Fatalf("SeriesID(%d) = %q, want %q", row, id, in.ID)
+						}
 						if r, ok := s.Lookup(in.ID); !ok || r != row {
 							t.Fatalf("Lookup(%q) = %d, %v; want row %d", in.ID, r, ok, row)
 						}
@@ -107,6 +111,13 @@ func TestFormatVersions(t *testing.T) {
 						}
 						if !equalPoints(a, b) {
 							t.Fatalf("%s [%d, %d]: v1 %d points, v2 %d", in.ID, from, to, a.Len(), b.Len())
+						}
+						c, err := v3.Get(row, from, to)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !equalPoints(a, c) {
+							t.Fatalf("%s [%d, %d]: v1 %d points, v3 %d", in.ID, from, to, a.Len(), c.Len())
 						}
 						if in.Tier == format.Hot {
 							if want := refGet(t, v2, row, from, to); !equalPoints(b, want) {
