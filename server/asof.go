@@ -190,6 +190,53 @@ func (a *AsOf) Invalidate(dataset string) {
 	a.mu.Unlock()
 }
 
+// Observe takes vs, a dataset's retained vintages as a table just read
+// from the catalog has them (the server's poll of the lake's heads), and
+// forgets the vintages of the cached list that table no longer holds
+// although they are older than its newest (another server expired
+// them): they leave the list and, if opened, the cache. Once this server
+// has seen a vintage go, no as-of read answers from it, even though its
+// mapping or downloaded copy is still at hand (Resolve says
+// lake.ErrUnknownVintage, naming it); readers holding one keep it until
+// they let go. Nothing else changes: vintages newer than vs (committed
+// after that table was read) and new tags are learnt as before, when the
+// list is read again (ListTTL, Current).
+func (a *AsOf) Observe(dataset string, vs []lake.Vintage) {
+	if len(vs) == 0 {
+		return
+	}
+	kept := make(map[int64]bool, len(vs))
+	var newest int64
+	for _, v := range vs {
+		kept[v.IcebergSnapshot] = true
+		newest = max(newest, v.SequenceNumber)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := a.lists[dataset]
+	if l == nil {
+		return // nothing resolved yet, so nothing opened
+	}
+	gone := map[int64]bool{}
+	var left []lake.Vintage
+	for _, v := range l.vs {
+		if !kept[v.IcebergSnapshot] && v.SequenceNumber <= newest {
+			gone[v.IcebergSnapshot] = true
+			continue
+		}
+		left = append(left, v)
+	}
+	if len(gone) == 0 {
+		return
+	}
+	a.lists[dataset] = &vintageList{vs: left, loaded: l.loaded}
+	for k, e := range a.snaps {
+		if k.dataset == dataset && gone[k.iceberg] && e.elem != nil {
+			a.evictLocked(e)
+		}
+	}
+}
+
 // MaxWhen bounds the length of an as-of WHEN.
 const MaxWhen = 256
 

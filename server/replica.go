@@ -170,6 +170,7 @@ func (s *Server) syncDataset(ctx context.Context, name string, force bool) error
 		s.setPending(name, head, err, false)
 		return err
 	}
+	s.observeVintages(name)
 	if !force && s.busy(name) {
 		return nil
 	}
@@ -213,6 +214,20 @@ func (s *Server) syncDataset(ctx context.Context, name string, force bool) error
 	delete(s.rp.pending, name)
 	s.rp.mu.Unlock()
 	return nil
+}
+
+// observeVintages hands the retained vintages of dataset name, as the
+// head just read loaded them, to the as-of reads (AsOf.Observe): a
+// vintage another server expired is no longer answered from within a
+// poll of the lake's heads.
+func (s *Server) observeVintages(name string) {
+	vs, ok := s.opts.Lake.LoadedVintages(name)
+	if !ok {
+		return
+	}
+	if a, err := s.asOf(); err == nil {
+		a.Observe(name, vs)
+	}
 }
 
 // ErrStaleVintage: the lake's head of a dataset is older than the

@@ -255,3 +255,18 @@ func ParseWhen(s string) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// LoadedVintages lists dataset's retained vintages, oldest first, as the
+// table this Lake loaded last has them (any call that read the catalog:
+// Head, Current, Vintages, ...), without a catalog round trip; false if
+// none was loaded. A server that polls the heads learns from it which
+// vintages another server expired.
+func (l *Lake) LoadedVintages(dataset string) ([]Vintage, bool) {
+	l.tables.Lock()
+	lt := l.tables.m[dataset]
+	l.tables.Unlock()
+	if lt == nil {
+		return nil, false
+	}
+	return vintagesOf(lt.t), true
+}
