@@ -244,6 +244,9 @@ func (l *Lake) loadOrCreate(ctx context.Context, dataset string, pt format.Perio
 	}
 	t, err := cat.LoadTable(ctx, ident)
 	if errors.Is(err, catalog.ErrNoSuchTable) {
+		if err := l.probeWarehouse(ctx); err != nil { // s3.go: nothing is created if our writes are refused
+			return nil, err
+		}
 		t, err = cat.CreateTable(ctx, ident, icebergSchema(pt), catalog.WithProperties(iceberg.Properties{
 			"format-version":                  "2",
 			"write.parquet.compression-codec": "zstd",
