@@ -110,7 +110,8 @@ type Options struct {
 	CacheDir string
 	// CacheBytes bounds the cache: after a download, the least recently
 	// opened copies are deleted until the cache holds at most this many
-	// bytes (the one just downloaded always stays). Default 8 GiB.
+	// bytes (the one just downloaded always stays, and so does every copy
+	// a snapshot of this Lake still maps: cache.go). Default 8 GiB.
 	// Expire deletes the copies of the vintages it expires.
 	CacheBytes int64
 	// MaxRetries bounds how often a commit that lost a race is rebuilt
@@ -217,6 +218,8 @@ type Lake struct {
 		sync.Mutex
 		m map[string]*loaded
 	}
+	// cached records which cached Puffin copies this Lake maps (cache.go).
+	cached cacheUse
 	// forceDownload makes OpenSnapshot download even from a file://
 	// warehouse (tests of the remote path).
 	forceDownload bool

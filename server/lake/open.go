@@ -84,6 +84,7 @@ func (l *Lake) openIn(ctx context.Context, lt *loaded, dataset string, v Vintage
 	if err != nil {
 		return nil, nil, err
 	}
+	l.noteMapped(path, s) // cache.go: not pruned while mapped
 	return s, si, nil
 }
 
@@ -132,8 +133,13 @@ func (l *Lake) OpenServing(dataset string, si *ServingIndex, o snapshot.Options)
 		if err != nil || (si.Size > 0 && st.Size() != si.Size) {
 			return nil, &NoServingIndexError{Dataset: dataset, IcebergSnapshot: si.Vintage.IcebergSnapshot, Reason: "no verified copy of " + si.Location + " in the cache"}
 		}
+		touchCached(path) // used now (cache.go)
 	}
-	return mapServing(path, dataset, si, o)
+	s, err := mapServing(path, dataset, si, o)
+	if err == nil {
+		l.noteMapped(path, s)
+	}
+	return s, err
 }
 
 // check applies the layout rules to a ServingIndex read from elsewhere.
@@ -293,8 +299,7 @@ func (l *Lake) download(ctx context.Context, t *table.Table, dataset string, si 
 	}
 	dst := filepath.Join(dir, cacheName(si.Location))
 	if st, err := os.Stat(dst); err == nil && (si.Size <= 0 || st.Size() == si.Size) {
-		now := time.Now()
-		os.Chtimes(dst, now, now) // most recently used: pruned last
+		touchCached(dst) // most recently used: pruned last
 		return dst, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -344,15 +349,17 @@ func (l *Lake) download(ctx context.Context, t *table.Table, dataset string, si 
 		return "", err
 	}
 	ok = true
-	pruneCache(dir, l.opts.CacheBytes, dst)
+	pruneCache(dir, l.opts.CacheBytes, dst, l.inUse)
 	return dst, nil
 }
 
 // pruneCache deletes the least recently used cached Puffin files until
-// the cache holds at most limit bytes, never keep. A file still mapped is
-// unaffected on Unix (its mapping lives on; the name goes); where the
-// system refuses (Windows), it stays for a later prune.
-func pruneCache(dir string, limit int64, keep string) {
+// the cache holds at most limit bytes, never keep nor a file inUse says
+// a snapshot maps (cache.go): while those are over the limit the cache
+// is. A file another process maps is unaffected on Unix (its mapping
+// lives on; the name goes); where the system refuses (Windows), it stays
+// for a later prune.
+func pruneCache(dir string, limit int64, keep string, inUse func(path string) bool) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
@@ -380,7 +387,7 @@ func pruneCache(dir string, limit int64, keep string) {
 		if total <= limit {
 			return
 		}
-		if f.path == keep {
+		if f.path == keep || inUse(f.path) {
 			continue
 		}
 		if os.Remove(f.path) == nil {
