@@ -141,16 +141,48 @@ func checkServedFromLake(t *testing.T, f *fixture, dataset string) {
 	t.Fatalf("%s not served", dataset)
 }
 
+// checkCookedInPlace: the dataset's current vintage was cooked straight
+// into its Puffin file (lake.PublishCooked: the writer's order, the
+// manifest last), not copied there from a snapshot directory (the
+// manifest first).
+func checkCookedInPlace(t *testing.T, l *lake.Lake, dataset string) {
+	t.Helper()
+	ctx := context.Background()
+	v, err := l.Current(ctx, dataset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := l.Artifacts(ctx, dataset, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, ok := si.Blob(format.ManifestFile)
+	if !ok {
+		t.Fatal("no manifest blob")
+	}
+	for _, b := range si.Blobs {
+		if b.Offset > mb.Offset {
+			t.Fatalf("vintage %s: %s lies after the manifest in %s: copied from a snapshot directory, not cooked in place", v.Snapshot, b.File, si.Location)
+		}
+	}
+}
+
 // TestLakePublishesEveryInstall: a PUT, a POST compact and a compaction by
 // the size policy each leave exactly one new Iceberg snapshot whose
-// summary names what the store serves; /healthz reports the catalog and
-// the vintage; a restart maps what the lake says without a new commit.
+// summary names what the store serves, each cooked straight into its
+// Puffin file; /healthz reports the catalog and the vintage; a restart
+// maps what the lake says without a new commit.
 func TestLakePublishesEveryInstall(t *testing.T) {
 	home := t.TempDir()
 	f, l := lakeFixture(t, home, Options{CompactRows: 3})
 	f.putStocks()
 	checkLakeHead(t, l, f.srv.Store(), "stocks", 1)
 	checkServedFromLake(t, f, "stocks")
+	checkCookedInPlace(t, l, "stocks")
+	f.putStocks() // a replacement of an existing dataset: a new epoch
+	checkLakeHead(t, l, f.srv.Store(), "stocks", 2)
+	checkServedFromLake(t, f, "stocks")
+	checkCookedInPlace(t, l, "stocks")
 
 	// Two rows: under the size policy; POST compact publishes.
 	if code, body := f.do("POST", "/v1/datasets/stocks/rows", f.write, "text/csv", strings.NewReader("series_id,period,value\nMSFT,2026-11-01,500.5\nIBM,2026-11-01,1\n"), ""); code != 200 {
@@ -159,7 +191,8 @@ func TestLakePublishesEveryInstall(t *testing.T) {
 	if code, body := f.do("POST", "/v1/datasets/stocks/compact", f.write, "", nil, ""); code != 200 {
 		t.Fatalf("compact: %d %s", code, body)
 	}
-	checkLakeHead(t, l, f.srv.Store(), "stocks", 2)
+	checkLakeHead(t, l, f.srv.Store(), "stocks", 3)
+	checkCookedInPlace(t, l, "stocks")
 
 	// Three rows: the size policy compacts in the background.
 	if code, body := f.do("POST", "/v1/datasets/stocks/rows", f.write, "text/csv", strings.NewReader("series_id,period,value\nMSFT,2026-12-01,501\nIBM,2026-12-01,2\nAAPL,2026-12-01,3\n"), ""); code != 200 {
@@ -167,7 +200,7 @@ func TestLakePublishesEveryInstall(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if vs, _ := l.Vintages(context.Background(), "stocks"); len(vs) == 3 {
+		if vs, _ := l.Vintages(context.Background(), "stocks"); len(vs) == 4 {
 			if _, _, seq, _ := f.srv.Store().State("stocks"); manifestOf(t, f.srv.Store(), "stocks").CoversThroughSeq == seq {
 				break
 			}
@@ -177,8 +210,9 @@ func TestLakePublishesEveryInstall(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	v := checkLakeHead(t, l, f.srv.Store(), "stocks", 3)
+	v := checkLakeHead(t, l, f.srv.Store(), "stocks", 4)
 	checkServedFromLake(t, f, "stocks")
+	checkCookedInPlace(t, l, "stocks")
 
 	h := f.health()
 	if h.State != HealthOK || h.Lake == nil || h.Lake.Catalog != CatalogReachable || len(h.Datasets) != 1 ||
@@ -190,7 +224,7 @@ func TestLakePublishesEveryInstall(t *testing.T) {
 	f.close()
 	f, l = lakeFixture(t, home, Options{})
 	defer f.close()
-	checkLakeHead(t, l, f.srv.Store(), "stocks", 3)
+	checkLakeHead(t, l, f.srv.Store(), "stocks", 4)
 	checkServedFromLake(t, f, "stocks")
 	if code, body := f.do("GET", "/v1/series/MSFT?from=2026-12-01&to=2026-12-31", f.read, "", nil, ""); code != 200 || body != "period,value\n2026-12-01,501\n" {
 		t.Fatalf("after restart: %d %q", code, body)

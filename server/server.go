@@ -441,31 +441,44 @@ const startTimeout = 2 * time.Minute
 // it is opened after the install and locked, and release unlocks
 // it (else release does nothing). The caller defers release.
 func (s *Server) installReplacement(name string, d *dataset, dir string, m *format.Manifest, covers uint64) (release func(), err error) {
+	_, release, err = s.installReplacementWith(name, d, func() (*format.Manifest, error) {
+		if _, err := s.store.Install(name, dir); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}, covers)
+	return release, err
+}
+
+// installReplacementWith is installReplacement of the snapshot install
+// puts in service (Install of a directory, or InstallCooked); it returns
+// its manifest.
+func (s *Server) installReplacementWith(name string, d *dataset, install func() (*format.Manifest, error), covers uint64) (m *format.Manifest, release func(), err error) {
 	if d != nil {
 		// The follower waits: the records above covers go to the new epoch.
 		d.applyMu.Lock()
-		_, err := s.store.Install(name, dir)
+		m, err = install()
 		if err == nil {
 			s.reapplyAboveLocked(d, covers)
 		}
 		d.applyMu.Unlock()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-	} else if _, err := s.store.Install(name, dir); err != nil {
-		return nil, err
+	} else if m, err = install(); err != nil {
+		return nil, nil, err
 	}
 	release = func() {}
 	if d == nil {
 		if d, err = s.openInstalled(name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		release = d.mu.Unlock
 	}
 	s.resetHistoryLocked(d, covers)
 	s.refreshFilesLocked(d)
 	s.hub.Announce(name, m, hub.Replaced)
-	return release, nil
+	return m, release, nil
 }
 
 // lockOpen locks d.mu of dataset name when it is open and returns it
@@ -908,22 +921,42 @@ func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*for
 	d, unlockD := s.lockOpen(name)
 	defer unlockD()
 	epoch, covers := s.nextEpoch(name)
-	tmp, err := s.newUploadDir()
-	if err != nil {
-		return nil, err
+	wo := format.WriteOptions{Dataset: name, Epoch: epoch, CoversThroughSeq: covers}
+	// With a lake, the snapshot is cooked straight into its Puffin file
+	// (written once); over a damaged dataset, through a directory.
+	m, release, err := s.installReplacementWith(name, d, func() (*format.Manifest, error) {
+		return s.store.InstallCooked(name, func(c *format.Container) (*format.Manifest, error) {
+			m, _, err := format.WriteInto(c, b.Table(), wo)
+			return m, err
+		})
+	}, covers)
+	if errors.Is(err, localcache.ErrCookNeedsDirectory) {
+		m, release, err = s.replaceFromDirectory(name, d, b.Table(), wo)
 	}
-	defer s.removeUploadDir(tmp)
-	m, _, err := format.Write(filepath.Join(tmp, "snap"), b.Table(), format.WriteOptions{Dataset: name, Epoch: epoch, CoversThroughSeq: covers})
-	if err != nil {
-		return nil, err
-	}
-	release, err := s.installReplacement(name, d, filepath.Join(tmp, "snap"), m, covers)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 	s.log.Info("replaced dataset", "dataset", name, "epoch", epoch, "snapshot", m.SnapshotID, "rows", m.Rows)
 	return m, nil
+}
+
+// replaceFromDirectory cooks t into an upload directory and installs it
+// as installReplacement does (a server without a lake, or a damaged
+// dataset).
+func (s *Server) replaceFromDirectory(name string, d *dataset, t *format.Table, o format.WriteOptions) (*format.Manifest, func(), error) {
+	tmp, err := s.newUploadDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.removeUploadDir(tmp)
+	dir := filepath.Join(tmp, "snap")
+	m, _, err := format.Write(dir, t, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	release, err := s.installReplacement(name, d, dir, m, o.CoversThroughSeq)
+	return m, release, err
 }
 
 // resetHistoryLocked forgets the history at or below covers (an earlier

@@ -99,6 +99,26 @@ func runCook(e *env, args []string) error {
 	return nil
 }
 
+// cookIntoDirectory cooks t into a staging directory of dataset and
+// installs it (Install moves it into place, moves CURRENT and drops the
+// log the new epoch covers).
+func cookIntoDirectory(st *localcache.Store, dataset string, t *format.Table, wo format.WriteOptions) (*format.Manifest, format.WriteStats, error) {
+	tmp, err := format.TempSnapshotDir(st.DatasetDir(dataset))
+	if err != nil {
+		return nil, format.WriteStats{}, err
+	}
+	m, wst, err := format.Write(tmp, t, wo)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, wst, err
+	}
+	if _, err := st.Install(dataset, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return nil, wst, err
+	}
+	return m, wst, nil
+}
+
 type cookResult struct {
 	manifest *format.Manifest
 	stats    format.WriteStats
@@ -173,30 +193,30 @@ func cookDatasetTail(e *env, home string, lk *lake.Lake, dataset string, ins []s
 		}
 		covers = max(covers, head)
 	}
-	dsDir := st.DatasetDir(dataset)
-	tmp, err := format.TempSnapshotDir(dsDir)
-	if err != nil {
-		return nil, err
-	}
 	t := b.Table()
 	wbar := newProgress(e.stderr, "cook", int64(t.Len()))
-	m, wst, err := format.Write(tmp, t, format.WriteOptions{
+	wo := format.WriteOptions{
 		Dataset:          dataset,
 		Epoch:            epoch,
 		CoversThroughSeq: covers,
 		BatchRows:        batchRows,
 		Progress:         func(_ string, d, _ int64) { wbar.set(d) },
 		Tail:             tail,
+	}
+	// With a lake, the snapshot is cooked straight into the vintage's
+	// Puffin file (InstallCooked); else (or over a damaged dataset) into
+	// a staging directory that Install moves into place.
+	var wst format.WriteStats
+	m, err := st.InstallCooked(dataset, func(c *format.Container) (*format.Manifest, error) {
+		m, s, err := format.WriteInto(c, t, wo)
+		wst = s
+		return m, err
 	})
+	if errors.Is(err, localcache.ErrCookNeedsDirectory) {
+		m, wst, err = cookIntoDirectory(st, dataset, t, wo)
+	}
 	wbar.finish()
 	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, err
-	}
-	// Install moves tmp into place (it is a staging directory of the
-	// dataset), moves CURRENT and drops the log the new epoch covers.
-	if _, err := st.Install(dataset, tmp); err != nil {
-		os.RemoveAll(tmp)
 		return nil, err
 	}
 	return &cookResult{manifest: m, stats: wst, skipped: skipped, empty: empty, elapsed: time.Since(start)}, nil

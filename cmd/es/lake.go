@@ -81,7 +81,7 @@ func orDefault(s, def string) string {
 // snapshots open from the lake, where the server keeps them (the home
 // holds no copy of a published snapshot), and a writable store publishes
 // every snapshot it is about to serve (es compact, es cook) as the server
-// does. lk is used when given; else the home's embedded lake is opened for
+// does (cooked straight into the vintage's Puffin file: CookPublish). lk is used when given; else the home's embedded lake is opened for
 // each call (a command opens few snapshots). A home without a lake is
 // left alone.
 func withLake(home string, o *localcache.Options, lk *lake.Lake, stderr io.Writer) *localcache.Options {
@@ -112,6 +112,30 @@ func withLake(home string, o *localcache.Options, lk *lake.Lake, stderr io.Write
 			}
 			fmt.Fprintf(stderr, "published %s to the lake: iceberg snapshot %d\n", v.Snapshot, v.IcebergSnapshot)
 			return nil
+		}
+		// A compaction (es compact) or a cook (es cook) writes its
+		// snapshot straight into the vintage's Puffin file, as the
+		// server's do.
+		o.CookPublish = func(dataset string, cook func(*format.Container) (*format.Manifest, error)) (*format.Manifest, error) {
+			l, release, err := get()
+			if err != nil {
+				return nil, fmt.Errorf("open the lake: %w", err)
+			}
+			defer release()
+			var cookErr error
+			v, m, err := l.PublishCooked(context.Background(), dataset, func(c *format.Container) (*format.Manifest, error) {
+				m, err := cook(c)
+				cookErr = err
+				return m, err
+			}, nil)
+			if cookErr != nil {
+				return nil, cookErr
+			}
+			if err != nil {
+				return nil, fmt.Errorf("publish to the lake (nothing changed): %w", err)
+			}
+			fmt.Fprintf(stderr, "published %s to the lake: iceberg snapshot %d\n", v.Snapshot, v.IcebergSnapshot)
+			return m, nil
 		}
 	}
 	return o

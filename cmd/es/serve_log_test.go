@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/deltalog"
+	"github.com/energyscope/energyscope/server/lake"
 )
 
 // postKey posts one row per value of rows (series KILL.<batch>) under an
@@ -176,12 +179,47 @@ func TestServeKill9MidIngest(t *testing.T) {
 	}
 }
 
+// checkCookedVintage: the lake's current vintage of dataset is the
+// snapshot the home's CURRENT names, cooked straight into its Puffin file
+// (the writer's order: the manifest last), with no directory of it in
+// the home.
+func checkCookedVintage(t *testing.T, home, dataset string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := lake.Open(ctx, lake.DefaultOptions(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	v, err := l.Current(ctx, dataset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsDir := filepath.Join(home, "datasets", dataset)
+	if id, err := format.ReadCurrent(dsDir); err != nil || id != v.Snapshot {
+		t.Fatalf("CURRENT %s (%v), the lake's head %s", id, err, v.Snapshot)
+	}
+	if _, err := os.Stat(filepath.Join(dsDir, format.SnapshotsDir, v.Snapshot)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a directory of %s in the home: %v", v.Snapshot, err)
+	}
+	si, err := l.Artifacts(ctx, dataset, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := si.Blob(format.ManifestFile)
+	for _, b := range si.Blobs {
+		if b.Offset > mb.Offset {
+			t.Fatalf("%s lies after the manifest in %s: copied from a directory, not cooked in place", b.File, si.Location)
+		}
+	}
+}
+
 // TestServerHomeCommands (issue 13): es put, get, compact and cook on a
 // server home whose server is stopped go through its delta log (they
 // start its embedded node): put logs rows at the log's next seqs, get
 // shows them, compact folds them and trims, cook starts an epoch above
-// every seq the log handed out, and the server started again continues
-// from there.
+// every seq the log handed out (both cooked straight into the lake), and
+// the server started again continues from there.
 func TestServerHomeCommands(t *testing.T) {
 	home := t.TempDir()
 	cookStocks(t, home)
@@ -206,6 +244,7 @@ func TestServerHomeCommands(t *testing.T) {
 	if out := mustES(t, "compact", "--home", home); !strings.Contains(out, "covers seq 2 ") {
 		t.Fatalf("es compact on a server home: %q", out)
 	}
+	checkCookedVintage(t, home, "stocks")
 	if out := mustES(t, "put", "--home", home, "--dataset", "stocks", upd); !strings.Contains(out, "seq 3..3") {
 		t.Fatalf("es put after the compaction: %q", out)
 	}
@@ -214,6 +253,7 @@ func TestServerHomeCommands(t *testing.T) {
 	if err != nil || ep != 2 || seq != 3 {
 		t.Fatalf("after es cook: epoch %d seq %d, %v; want epoch 2 at seq 3 (every logged seq)", ep, seq, err)
 	}
+	checkCookedVintage(t, home, "stocks")
 	if got := mustES(t, "get", "--home", home, "MSFT", "2031"); strings.Contains(got, "2031-02-01") {
 		t.Fatalf("a row of the old epoch came back after es cook: %q", got)
 	}
