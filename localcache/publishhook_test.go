@@ -166,7 +166,7 @@ func (h *cookHook) cook(dataset string, cook func(*format.Container) (*format.Ma
 		err = errCatalogDown
 	}
 	if err == nil {
-		err = c.Sync()
+		err = c.Durable()
 	}
 	if err != nil {
 		c.Remove()

@@ -72,6 +72,16 @@ func SyncClose(f *os.File) error {
 	return err
 }
 
+// SyncOpen fsyncs f, a file kept open and written in place (a container
+// its writer appends to and then hands on), and then dir, the directory
+// that holds it now: its bytes and its directory entry are durable.
+func SyncOpen(f *os.File, dir string) error {
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
 // Rename renames oldpath to newpath (a file or a directory) and makes the
 // rename durable: it fsyncs newpath's directory, and oldpath's too when it
 // differs (the old entry's removal is part of the change).

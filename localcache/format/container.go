@@ -114,13 +114,8 @@ func (c *Container) Append(b []byte) (int64, error) {
 	return off, c.write(b)
 }
 
-// Sync fsyncs the container file and its directory.
-func (c *Container) Sync() error {
-	if err := c.f.Sync(); err != nil {
-		return err
-	}
-	return fileutil.SyncDir(filepath.Dir(c.path))
-}
+// Durable fsyncs the container file and its directory.
+func (c *Container) Durable() error { return fileutil.SyncOpen(c.f, filepath.Dir(c.path)) }
 
 // Rename moves the container file to newpath (fileutil.Rename: same
 // filesystem; newpath must not exist on Windows); Sync then fsyncs

@@ -42,7 +42,7 @@ func TestWriteIntoContainerMatchesDirectory(t *testing.T) {
 			if _, err := ct.Append([]byte("TRAILER")); err != nil {
 				t.Fatal(err)
 			}
-			if err := errors.Join(ct.Sync(), ct.Close()); err != nil {
+			if err := errors.Join(ct.Durable(), ct.Close()); err != nil {
 				t.Fatal(err)
 			}
 			if got.SnapshotID != want.SnapshotID {

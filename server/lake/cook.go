@@ -127,7 +127,7 @@ func (l *Lake) PublishCooked(ctx context.Context, dataset string, cook func(*for
 		if !inPlace {
 			return sf, loc, upload(fs, c, loc)
 		}
-		if err := c.Sync(); err != nil {
+		if err := c.Durable(); err != nil {
 			return sf, loc, err
 		}
 		noteSynced(path)
