@@ -30,6 +30,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -116,6 +117,10 @@ type frame struct {
 	kind int
 	data []byte
 	sent func() // if set, called once the frame was written or dropped
+	// framed: data is a whole frame (Frame's), or the rest of one a
+	// direct write began; payload is its message's length (Written).
+	framed  bool
+	payload int
 }
 
 // Conn owns the writing side of ws. Its methods are safe for concurrent
@@ -133,7 +138,7 @@ type Conn struct {
 	// was called; set before quit closes.
 	closeBy atomic.Int64
 
-	// The writer's own state with ServerFrames (writer goroutine only):
+	// The writer's own state with ServerFrames (guarded by wmu):
 	// dl is the socket's write deadline as it last set it (zero: unknown,
 	// set it before the next write), slack how stale dl may get, batch
 	// the frames being written, out, hdrs and bufs their bytes.
@@ -145,6 +150,18 @@ type Conn struct {
 	bufs  net.Buffers
 	// writes counts the socket writes of messages (ServerFrames).
 	writes atomic.Int64
+
+	// Direct writes (SendFramed): wmu is held by whoever writes to the
+	// socket, the writer or SendFramed; pending counts the messages
+	// queued and not yet written (incremented before a message enters a
+	// queue, decremented by the writer under wmu once it is written), so
+	// that SendFramed, holding wmu and seeing pending 0, knows nothing
+	// sent before it is still to be written. raw is the socket's
+	// syscall.RawConn, nil where a direct write is not possible (not
+	// ServerFrames, not a plain TCP socket, or not unix).
+	wmu     sync.Mutex
+	pending atomic.Int64
+	raw     syscall.RawConn
 }
 
 // Writes is the number of socket writes the writer made for messages
@@ -162,6 +179,7 @@ func New(ws *websocket.Conn, o Options) *Conn {
 		ws.SetPongHandler(func(string) error { c.Touch(); return nil })
 	}
 	if o.ServerFrames {
+		c.raw = rawConn(ws.UnderlyingConn())
 		c.slack = min(o.WriteTimeout/8, time.Second)
 		// Gorilla's default answers a ping from the reading goroutine with
 		// a write of its own, which would also move the write deadline.
@@ -191,10 +209,17 @@ func (c *Conn) Send(kind int, data []byte) error {
 		return ErrClosed
 	default:
 	}
+	return c.queue(frame{kind: kind, data: data, payload: len(data)})
+}
+
+// queue puts f on Send's lane without blocking.
+func (c *Conn) queue(f frame) error {
+	c.pending.Add(1)
 	select {
-	case c.q <- frame{kind: kind, data: data}:
+	case c.q <- f:
 		return nil
 	default:
+		c.pending.Add(-1)
 		return &SlowConsumerError{Queued: len(c.q)}
 	}
 }
@@ -209,14 +234,15 @@ func (c *Conn) SendWait(kind int, data []byte, sent func(), stop <-chan struct{}
 		return ErrClosed
 	default:
 	}
+	c.pending.Add(1)
 	select {
-	case c.bulk <- frame{kind: kind, data: data, sent: sent}:
+	case c.bulk <- frame{kind: kind, data: data, sent: sent, payload: len(data)}:
 		return nil
 	case <-c.quit:
-		return ErrClosed
 	case <-stop:
-		return ErrClosed
 	}
+	c.pending.Add(-1)
+	return ErrClosed
 }
 
 // Close ends the connection once with reason r: the writer writes what
@@ -291,13 +317,18 @@ func (c *Conn) run() {
 	}
 	write := func(f frame) bool {
 		var err error
+		c.wmu.Lock()
 		if c.opts.ServerFrames {
 			c.batch = append(c.batch[:0], f)
 			c.collect()
+			n := len(c.batch)
 			err = c.writeFramed(time.Time{})
+			c.pending.Add(-int64(n))
 		} else {
 			err = c.write(f, time.Now().Add(c.opts.WriteTimeout))
+			c.pending.Add(-1)
 		}
+		c.wmu.Unlock()
 		if err != nil {
 			c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: "write: " + err.Error(), Err: err})
 			c.drop()
@@ -306,6 +337,8 @@ func (c *Conn) run() {
 		return true
 	}
 	ping := func() error {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
 		if c.opts.ServerFrames {
 			c.batch = append(c.batch[:0], frame{kind: websocket.PingMessage})
 			return c.writeFramed(time.Time{})
@@ -349,11 +382,15 @@ func (c *Conn) run() {
 // under one deadline. The bulk lane is dropped: its producers are told
 // ErrClosed.
 func (c *Conn) closing() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	deadline := time.Unix(0, c.closeBy.Load())
 	for {
 		select {
 		case f := <-c.q:
-			if err := c.write(f, deadline); err != nil {
+			err := c.write(f, deadline)
+			c.pending.Add(-1)
+			if err != nil {
 				c.drop()
 				return
 			}
@@ -411,7 +448,10 @@ func (c *Conn) writeFramed(deadline time.Time) error {
 	if size <= copyBelow {
 		b := c.out[:0]
 		for _, f := range c.batch {
-			b = append(appendHeader(b, f.kind, len(f.data)), f.data...)
+			if !f.framed {
+				b = appendHeader(b, f.kind, len(f.data))
+			}
+			b = append(b, f.data...)
 		}
 		_, err = c.ws.UnderlyingConn().Write(b)
 		if cap(b) <= keepOut {
@@ -422,17 +462,21 @@ func (c *Conn) writeFramed(deadline time.Time) error {
 	} else {
 		c.hdrs = c.hdrs[:0]
 		for _, f := range c.batch {
-			c.hdrs = appendHeader(c.hdrs, f.kind, len(f.data))
+			if !f.framed {
+				c.hdrs = appendHeader(c.hdrs, f.kind, len(f.data))
+			}
 		}
 		c.bufs = c.bufs[:0]
 		off := 0
 		for _, f := range c.batch {
-			n := headerLen(len(f.data))
-			c.bufs = append(c.bufs, c.hdrs[off:off+n:off+n])
+			if !f.framed {
+				n := headerLen(len(f.data))
+				c.bufs = append(c.bufs, c.hdrs[off:off+n:off+n])
+				off += n
+			}
 			if len(f.data) > 0 {
 				c.bufs = append(c.bufs, f.data)
 			}
-			off += n
 		}
 		bufs := c.bufs // WriteTo consumes its receiver
 		_, err = bufs.WriteTo(c.ws.UnderlyingConn())
@@ -443,7 +487,7 @@ func (c *Conn) writeFramed(deadline time.Time) error {
 			f.sent()
 		}
 		if c.opts.Written != nil && f.kind != websocket.PingMessage && f.kind != websocket.PongMessage {
-			c.opts.Written(len(f.data), err)
+			c.opts.Written(f.payload, err)
 		}
 		c.batch[i] = frame{}
 	}
@@ -510,10 +554,12 @@ func (c *Conn) drop() {
 	for {
 		select {
 		case f := <-c.q:
+			c.pending.Add(-1)
 			if f.sent != nil {
 				f.sent()
 			}
 		case f := <-c.bulk:
+			c.pending.Add(-1)
 			if f.sent != nil {
 				f.sent()
 			}

@@ -372,3 +372,161 @@ func TestWriteTimeoutCutsStuckPeer(t *testing.T) {
 		t.Logf("cut after %v (write timeout %v)", time.Since(start).Round(time.Millisecond), timeout)
 	})
 }
+
+// TestSendFramedKeepsOrder: SendFramed (a direct write while nothing is
+// queued) interleaved with Send (the same lane) from one goroutine, in
+// rounds: the peer does not read while a round is sent (the socket fills,
+// so a direct write is cut short and its rest queued, and what follows
+// queues behind it), then reads the round. Every message arrives once,
+// whole, in the order sent.
+func TestSendFramedKeepsOrder(t *testing.T) {
+	const rounds, perRound = 20, 60
+	msg := func(i int) []byte {
+		b := make([]byte, []int{10, 200, 300 << 10, 5000}[i%4])
+		for j := range b {
+			b[j] = byte(i*7 + j)
+		}
+		return b
+	}
+	sent := make(chan struct{})
+	read := make(chan struct{})
+	done := make(chan *wsconn.Conn, 1)
+	cl := pair(t, func(ws *websocket.Conn) {
+		c := wsconn.New(ws, wsconn.Options{ServerFrames: true, Queue: perRound, PingInterval: -1})
+		for r := range rounds {
+			for k := range perRound {
+				i := r*perRound + k
+				var err error
+				if k%10 == 9 { // after direct writes: queued behind them once the socket is full
+					err = c.Send(websocket.BinaryMessage, msg(i))
+				} else {
+					err = c.SendFramed(wsconn.Frame(websocket.BinaryMessage, msg(i)))
+				}
+				if err != nil {
+					t.Errorf("send %d: %v", i, err)
+				}
+			}
+			sent <- struct{}{}
+			<-read
+		}
+		done <- c
+		<-c.Done()
+	})
+	cl.SetReadLimit(1 << 20)
+	cl.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for r := range rounds {
+		<-sent
+		for k := range perRound {
+			i := r*perRound + k
+			kind, b, err := cl.ReadMessage()
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			if kind != websocket.BinaryMessage || !bytes.Equal(b, msg(i)) {
+				t.Fatalf("message %d: %d bytes, want %d: out of order or damaged", i, len(b), len(msg(i)))
+			}
+		}
+		read <- struct{}{}
+	}
+	c := <-done
+	t.Logf("%d messages in %d writes", rounds*perRound, c.Writes())
+	c.Shutdown(wsconn.Reason{})
+}
+
+// TestSendFramedSlowConsumer: SendFramed to a peer that does not read
+// fills the socket, then the queue, and then answers a *SlowConsumerError
+// like Send; without ServerFrames it is refused.
+func TestSendFramedSlowConsumer(t *testing.T) {
+	got := make(chan error, 1)
+	pair(t, func(ws *websocket.Conn) {
+		c := wsconn.New(ws, wsconn.Options{ServerFrames: true, Queue: 4, CloseTimeout: 200 * time.Millisecond})
+		f := wsconn.Frame(websocket.BinaryMessage, make([]byte, 64<<10))
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if err := c.SendFramed(f); err != nil {
+				c.Close(wsconn.Reason{Code: websocket.CloseTryAgainLater, Text: err.Error(), Err: err})
+				got <- err
+				return
+			}
+		}
+		got <- errors.New("the queue never filled")
+	})
+	var slow *wsconn.SlowConsumerError
+	if err := <-got; !errors.As(err, &slow) || slow.Queued != 4 {
+		t.Fatalf("%v, want a slow consumer with 4 queued", err)
+	}
+	refused := make(chan error, 1)
+	pair(t, func(ws *websocket.Conn) {
+		c := wsconn.New(ws, wsconn.Options{})
+		refused <- c.SendFramed(wsconn.Frame(websocket.TextMessage, []byte("x")))
+		c.Shutdown(wsconn.Reason{})
+	})
+	if err := <-refused; !errors.Is(err, wsconn.ErrNotServerFrames) {
+		t.Fatalf("SendFramed without ServerFrames: %v", err)
+	}
+}
+
+// TestSendFramedWriteError: a direct write to a peer that is gone ends
+// the connection with the write error as the reason.
+func TestSendFramedWriteError(t *testing.T) {
+	ready := make(chan *wsconn.Conn, 1)
+	cl := pair(t, func(ws *websocket.Conn) {
+		c := wsconn.New(ws, wsconn.Options{ServerFrames: true, PingInterval: -1})
+		ready <- c
+		<-c.Done()
+	})
+	c := <-ready
+	cl.UnderlyingConn().Close()
+	f := wsconn.Frame(websocket.BinaryMessage, make([]byte, 1000))
+	deadline := time.After(20 * time.Second)
+	for c.SendFramed(f) == nil {
+		select {
+		case <-deadline:
+			t.Fatal("direct writes to a closed peer kept succeeding")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the writer did not end")
+	}
+	if r, ok := c.Reason(); !ok || r.Err == nil {
+		t.Fatalf("reason %+v %v, want the write error", r, ok)
+	}
+}
+
+// TestSendFramedAfterIdle: a direct write after the connection was idle
+// for longer than WriteTimeout goes out (the socket's deadline, set by
+// an earlier write, is long past by then, and a non-blocking write is
+// still checked against it).
+func TestSendFramedAfterIdle(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	ready := make(chan *wsconn.Conn, 1)
+	cl := pair(t, func(ws *websocket.Conn) {
+		c := wsconn.New(ws, wsconn.Options{ServerFrames: true, WriteTimeout: timeout, PingInterval: -1})
+		ready <- c
+		<-c.Done()
+	})
+	c := <-ready
+	defer c.Shutdown(wsconn.Reason{})
+	cl.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(3 * timeout)
+		}
+		m := fmt.Appendf(nil, "m%d", i)
+		send := func() error { return c.SendFramed(wsconn.Frame(websocket.TextMessage, m)) }
+		if i == 0 {
+			// through the writer, which sets the socket's deadline
+			send = func() error { return c.Send(websocket.TextMessage, m) }
+		}
+		if err := send(); err != nil {
+			r, _ := c.Reason()
+			t.Fatalf("message %d: %v (%+v)", i, err, r)
+		}
+		if _, b, err := cl.ReadMessage(); err != nil || string(b) != fmt.Sprintf("m%d", i) {
+			t.Fatalf("message %d: %q %v", i, b, err)
+		}
+	}
+}
