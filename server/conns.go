@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -119,6 +120,16 @@ func (c *limitedConn) authenticated() {
 func (c *limitedConn) Close() error {
 	c.authenticated() // leaves the count either way
 	return c.Conn.Close()
+}
+
+// SyscallConn passes the socket's raw connection on: the hub writes live
+// deltas to it directly (wsconn.Conn.SendFramed), which a wrapper without
+// it would turn into a writer goroutine's wakeup per row.
+func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // markAuthenticated marks the request's connection authenticated.

@@ -4,12 +4,15 @@
 // one concurrent writer) fed by two queues: control messages and live
 // deltas (bounded; a consumer that lets it fill up is disconnected with a
 // reason rather than buffered forever) and bulk snapshot chunks (small and
-// blocking, so a transfer is paced by the socket). The writer frames the
-// messages itself (wsconn.Options.ServerFrames): a live delta is encoded
-// once by Publish and the same bytes are queued to every subscriber, what
-// queued up while a write was in flight goes out in one write (still one
-// websocket message each: the protocol does not change), and the write
-// deadline is not reset per message. Subscribing takes the
+// blocking, so a transfer is paced by the socket). The server frames the
+// messages itself (wsconn.Options.ServerFrames): Publish encodes and
+// frames a live delta once, and writes the same bytes to each subscriber
+// that has nothing queued in one non-blocking write from the publishing
+// goroutine (wsconn.Conn.SendFramed; a few goroutines share a large
+// fan-out), so a row wakes no writer goroutine; what a socket does not
+// take at once is queued, and what queued up while a write was in flight
+// goes out in one write (still one websocket message each: the protocol
+// does not change). Subscribing takes the
 // dataset's head atomically with registering for live deltas (kdb+'s
 // .u.sub): the catch-up covers (client seq, head] and live delivery starts
 // after head, so there is no gap and no duplicate.
@@ -307,6 +310,20 @@ func (c *conn) enqueue(kind int, data []byte) bool {
 	return err == nil
 }
 
+// enqueueFramed sends a frame made by wsconn.Frame: written at once when
+// nothing is queued before it, else queued (a full queue cuts the
+// consumer off).
+func (c *conn) enqueueFramed(b []byte) bool {
+	err := c.w.SendFramed(b)
+	var slow *wsconn.SlowConsumerError
+	if errors.As(err, &slow) {
+		c.h.slowCuts.Add(1)
+		c.h.opts.Logger.Warn("disconnecting slow consumer", "client", c.client, "queued", slow.Queued)
+		c.w.Close(wsconn.Reason{Code: websocket.CloseNormalClosure, Text: slow.Error(), Err: err})
+	}
+	return err == nil
+}
+
 func (c *conn) sendMsg(m *protocol.Message) bool {
 	return c.enqueue(websocket.TextMessage, m.Encode())
 }
@@ -554,7 +571,11 @@ func (h *Hub) chain(s protocol.Sub, epoch uint64) (string, bool) {
 
 // Publish sends records (already durable and applied on the server) to
 // every subscriber of dataset. Records a subscriber already got through
-// its catch-up are skipped.
+// its catch-up are skipped. Each frame is encoded once for all; a
+// subscriber that keeps up gets it in a direct write from here, not
+// through its writer goroutine (wsconn.Conn.SendFramed), so a row wakes
+// no writer; beyond fanChunk subscribers the writes are shared by a few
+// goroutines, fanChunk subscribers each.
 func (h *Hub) Publish(dataset string, recs []format.Record) {
 	if len(recs) == 0 {
 		return
@@ -562,46 +583,75 @@ func (h *Hub) Publish(dataset string, recs []format.Record) {
 	l := h.dsLock(dataset)
 	l.Lock()
 	defer l.Unlock()
-	var frames [][]byte
-	var lasts []uint64
+	p := publication{dataset: dataset, recs: recs}
 	for _, group := range protocol.SplitRecords(recs) {
-		frames = append(frames, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: dataset, Records: group}))
-		lasts = append(lasts, group[len(group)-1].Seq)
+		p.frames = append(p.frames, wsconn.Frame(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: dataset, Records: group})))
+		p.lasts = append(p.lasts, group[len(group)-1].Seq)
 	}
-	first := recs[0].Seq
-	for _, c := range h.snapshotConns() {
-		c.mu.Lock()
-		sent, ok := c.subs[dataset]
-		c.mu.Unlock()
-		if !ok {
+	conns := h.snapshotConns()
+	var wg sync.WaitGroup
+	for len(conns) > fanChunk {
+		part := conns[:fanChunk]
+		conns = conns[fanChunk:]
+		wg.Go(func() {
+			for _, c := range part {
+				h.publishTo(c, &p)
+			}
+		})
+	}
+	for _, c := range conns {
+		h.publishTo(c, &p)
+	}
+	wg.Wait()
+}
+
+// fanChunk is how many subscribers one goroutine of a Publish writes to.
+const fanChunk = 512
+
+// publication is one Publish: its records and their frames (made by
+// wsconn.Frame), with each frame's last seq.
+type publication struct {
+	dataset string
+	recs    []format.Record
+	frames  [][]byte
+	lasts   []uint64
+}
+
+// publishTo sends c the frames of p it has not had yet. The caller holds
+// the dataset's lock.
+func (h *Hub) publishTo(c *conn, p *publication) {
+	c.mu.Lock()
+	sent, ok := c.subs[p.dataset]
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	first := p.recs[0].Seq
+	for i, f := range p.frames {
+		if p.lasts[i] <= sent {
 			continue
 		}
-		for i, f := range frames {
-			if lasts[i] <= sent {
-				continue
-			}
-			if sent >= first {
-				// Partly delivered by the catch-up: re-encode the tail.
-				var tail []format.Record
-				for _, r := range recs {
-					if r.Seq > sent && r.Seq <= lasts[i] {
-						tail = append(tail, r)
-					}
+		if sent >= first {
+			// Partly delivered by the catch-up: re-encode the tail.
+			var tail []format.Record
+			for _, r := range p.recs {
+				if r.Seq > sent && r.Seq <= p.lasts[i] {
+					tail = append(tail, r)
 				}
-				f = protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: dataset, Records: tail})
 			}
-			if !c.enqueue(websocket.BinaryMessage, f) {
-				break
-			}
-			h.deltasOut.Add(1)
-			sent = lasts[i]
+			f = wsconn.Frame(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: p.dataset, Records: tail}))
 		}
-		c.mu.Lock()
-		if _, still := c.subs[dataset]; still {
-			c.subs[dataset] = sent
+		if !c.enqueueFramed(f) {
+			break
 		}
-		c.mu.Unlock()
+		h.deltasOut.Add(1)
+		sent = p.lasts[i]
 	}
+	c.mu.Lock()
+	if _, still := c.subs[p.dataset]; still {
+		c.subs[p.dataset] = sent
+	}
+	c.mu.Unlock()
 }
 
 // Change says what a snapshot newly in service means for its subscribers.
