@@ -2,7 +2,7 @@
 GO      ?= go
 FUZZTIME ?= 500x
 
-.PHONY: all build test deps vet unit race fuzz bench bench-pet clean
+.PHONY: all build test deps vet unit race race-e2e fuzz bench bench-pet clean
 .PHONY: frontend app app-build dist
 
 all: build
@@ -23,8 +23,19 @@ unit:
 	# DuckDB (cgo, in the bench module) reads the lake's data files.
 	cd bench && $(GO) test -count=1 ./lakecheck/
 
+# The race detector over the store and the server's concurrent parts (the
+# delta log's followers, replicas, the hub, as-of reads, the lake) and the
+# sync client. The server's own packages were clean with it (session 6:
+# 4 min for ./server/... and 4.5 min for ./cmd/es under load; cmd/es's
+# end-to-end tests run race-built es children and fail on a race report).
+# Left out to keep CI short and steady: ./cmd/es (race-e2e, by hand) and
+# ./server/deltalog, whose cluster tests wait 30 s for race-built node
+# children to start and timed out once under load.
 race:
-	$(GO) test -count=1 -race ./localcache/...
+	$(GO) test -count=1 -race ./localcache/... ./server ./server/hub ./server/lake ./sync/...
+
+race-e2e:
+	$(GO) test -count=1 -race -timeout 30m ./cmd/es ./server/deltalog
 
 # Every decoder has a fuzz target; CI runs each for a fixed number of inputs
 # (a count, not a duration, so a loaded machine cannot time out a worker
