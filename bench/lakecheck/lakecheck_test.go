@@ -157,7 +157,9 @@ func same(t *testing.T, what string, got, want []row) {
 }
 
 // TestDuckDBReadsTheLake publishes two vintages of a daily-or-coarser and
-// an hourly sample and reads the current and the older one with DuckDB.
+// an hourly sample (Publish of a snapshot directory), then a third cooked
+// straight into its Puffin file as a server's compaction does
+// (PublishCooked), and reads each with DuckDB.
 func TestDuckDBReadsTheLake(t *testing.T) {
 	ctx := context.Background()
 	l, err := lake.Open(ctx, lake.Options{Home: t.TempDir()})
@@ -191,5 +193,30 @@ func TestDuckDBReadsTheLake(t *testing.T) {
 		}
 		same(t, ds+" current", duckRows(t, db, tbl, v2.IcebergSnapshot), snapshotRows(t, dir2))
 		same(t, ds+" older", duckRows(t, db, tbl, v1.IcebergSnapshot), snapshotRows(t, dir1))
+
+		dir3 := writeSnapshot(t, ds, tab, 5, 3)
+		v3, _, err := l.PublishCooked(ctx, ds, func(c *format.Container) (*format.Manifest, error) {
+			m, err := format.ReadManifest(dir3)
+			if err != nil {
+				return nil, err
+			}
+			sc := *tab
+			sc.Value = slices.Clone(tab.Value)
+			for i := range sc.Value {
+				sc.Value[i] *= 5
+			}
+			got, _, err := format.WriteInto(c, &sc, format.WriteOptions{Dataset: ds, Epoch: 1, CoversThroughSeq: 3, Created: time.Unix(0, 0)})
+			if err == nil && got.SnapshotID != m.SnapshotID {
+				err = fmt.Errorf("cooked %s, the directory holds %s", got.SnapshotID, m.SnapshotID)
+			}
+			return got, err
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tbl, err = l.Table(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		same(t, ds+" cooked", duckRows(t, db, tbl, v3.IcebergSnapshot), snapshotRows(t, dir3))
 	}
 }

@@ -1,6 +1,7 @@
 package format
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -53,15 +54,18 @@ const ContainerAlign = 4096
 // a multiple of ContainerAlign, the gaps are zero bytes. The file begins
 // with the header its creator gave and is left open for the creator to
 // append what it needs after the files (the lake appends a Puffin
-// footer: FORMAT.md, "The lake"). Nothing is fsynced by the writer: the
-// creator calls Sync once the container is complete, before anything
-// refers to it.
+// footer: FORMAT.md, "The lake"). The writer starts the writeback of
+// each large file in the background once it is placed (syncAhead) but
+// promises nothing: the creator calls Durable once the container is
+// complete, before anything refers to it.
 type Container struct {
-	f      *os.File
-	path   string
-	end    int64
-	placed []Placed
-	used   bool
+	f       *os.File
+	path    string
+	end     int64
+	placed  []Placed
+	used    bool
+	syncing chan error // a background fsync started by syncAhead
+	syncErr error      // the first error of a background fsync
 }
 
 // Placed is one file of a Container: its name in a snapshot directory
@@ -114,11 +118,55 @@ func (c *Container) Append(b []byte) (int64, error) {
 	return off, c.write(b)
 }
 
-// Durable fsyncs the container file and its directory.
-func (c *Container) Durable() error { return fileutil.SyncOpen(c.f, filepath.Dir(c.path)) }
+// syncAheadMin is the file size from which the writer starts the
+// container's writeback in the background once the file is placed (a
+// test lowers it).
+var syncAheadMin int64 = 16 << 20
+
+// syncAhead starts an fsync of what the container holds so far on
+// another goroutine, unless one is still running: the disk writes the
+// bulk (data.arrow) while the writer goes on with the other files, and
+// the creator's Durable has little left to flush.
+func (c *Container) syncAhead() {
+	if c.syncing != nil {
+		select {
+		case err := <-c.syncing:
+			c.syncing = nil
+			if err != nil {
+				c.syncErr = cmp.Or(c.syncErr, err)
+				return
+			}
+		default:
+			return
+		}
+	}
+	ch := make(chan error, 1)
+	c.syncing = ch
+	f, dir := c.f, filepath.Dir(c.path)
+	go func() { ch <- fileutil.SyncOpen(f, dir) }()
+}
+
+// waitSync waits for a background fsync, if one was started.
+func (c *Container) waitSync() {
+	if c.syncing != nil {
+		c.syncErr = cmp.Or(c.syncErr, <-c.syncing)
+		c.syncing = nil
+	}
+}
+
+// Durable fsyncs the container file and its directory. An error of a
+// background fsync is reported here (a failed writeback is reported to
+// one fsync only: a later one may succeed without the data).
+func (c *Container) Durable() error {
+	c.waitSync()
+	if c.syncErr != nil {
+		return c.syncErr
+	}
+	return fileutil.SyncOpen(c.f, filepath.Dir(c.path))
+}
 
 // Rename moves the container file to newpath (fileutil.Rename: same
-// filesystem; newpath must not exist on Windows); Sync then fsyncs
+// filesystem; newpath must not exist on Windows); Durable then fsyncs
 // newpath's directory.
 func (c *Container) Rename(newpath string) error {
 	if err := fileutil.Rename(c.path, newpath); err != nil {
@@ -129,10 +177,14 @@ func (c *Container) Rename(newpath string) error {
 }
 
 // Close closes the container file (it stays on disk).
-func (c *Container) Close() error { return c.f.Close() }
+func (c *Container) Close() error {
+	c.waitSync()
+	return c.f.Close()
+}
 
 // Remove closes and deletes the container file.
 func (c *Container) Remove() error {
+	c.waitSync()
 	c.f.Close()
 	return os.Remove(c.path)
 }
@@ -191,6 +243,9 @@ func (s containerSink) place(name string, write func() error) error {
 		return err
 	}
 	s.c.placed = append(s.c.placed, Placed{Name: name, Offset: off, Length: s.c.end - off})
+	if s.c.end-off >= syncAheadMin {
+		s.c.syncAhead()
+	}
 	return nil
 }
 

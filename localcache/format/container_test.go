@@ -13,8 +13,11 @@ import (
 // A snapshot written into a Container holds, at ContainerAlign offsets
 // after the creator's header, exactly the bytes Write puts in a
 // directory (Write and WriteSorted alike), with zeros in the gaps; the
-// manifest is the same.
+// manifest is the same. (Every file starts its writeback in the
+// background here: the race detector watches it.)
 func TestWriteIntoContainerMatchesDirectory(t *testing.T) {
+	defer func(n int64) { syncAheadMin = n }(syncAheadMin)
+	syncAheadMin = 1
 	for _, c := range []struct {
 		name   string
 		hourly bool
