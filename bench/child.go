@@ -30,6 +30,8 @@ func childFlags(fs *flag.FlagSet, a *childArgs) {
 	fs.StringVar(&a.mode, "child", "", "")
 	fs.StringVar(&a.home, "home", "", "")
 	fs.StringVar(&a.snap, "snap", "", "")
+	fs.StringVar(&a.home2, "home2", "", "")
+	fs.StringVar(&a.snap2, "snap2", "", "")
 	fs.StringVar(&a.csv, "csv", "", "")
 	fs.StringVar(&a.out, "out", "", "")
 	fs.StringVar(&a.parquet, "parquet", "", "")
@@ -50,6 +52,8 @@ type childArgs struct {
 	mode     string
 	home     string // bench home (localcache root)
 	snap     string // snapshot directory
+	home2    string // child ab: the second home
+	snap2    string // child ab: its snapshot directory
 	csv      string
 	out      string
 	parquet  string
@@ -98,6 +102,8 @@ func runChild(a childArgs) error {
 		out, err = childCG(a)
 	case "pair":
 		out, err = childPair(a)
+	case "ab":
+		out, err = childAB(a)
 	default:
 		if f := heavyModes[a.mode]; f != nil {
 			out, err = f(a)
