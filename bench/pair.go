@@ -110,13 +110,6 @@ func childPair(a childArgs) (map[string]any, error) {
 		"pair_checksum":        sum,
 	}
 	if b, err := os.ReadFile("/proc/self/smaps_rollup"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && (f[0] == "AnonHugePages:" || f[0] == "FilePmdMapped:") {
-				out["pair_"+strings.TrimSuffix(f[0], ":")+"_kb"] = f[1]
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/self/smaps_rollup"); err == nil {
 		// Huge pages would make the two sides' TLB costs differ: say so.
 		for _, line := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && (f[0] == "AnonHugePages:" || f[0] == "FilePmdMapped:") {
