@@ -81,6 +81,22 @@ func (c *Conn) SendFramed(b []byte) error {
 	return c.queue(frame{framed: true, data: b, payload: payload})
 }
 
+// QueueFramed is SendFramed without the direct write: the frame goes
+// through the writer, which writes what queued up meanwhile in one
+// write. For a burst of frames, which direct writes would send one write
+// each.
+func (c *Conn) QueueFramed(b []byte) error {
+	if !c.opts.ServerFrames {
+		return ErrNotServerFrames
+	}
+	select {
+	case <-c.quit:
+		return ErrClosed
+	default:
+	}
+	return c.queue(frame{framed: true, data: b, payload: len(b) - headerLenOf(b)})
+}
+
 // headerLenOf is the header length of a frame made by Frame.
 func headerLenOf(b []byte) int {
 	if len(b) < 2 {

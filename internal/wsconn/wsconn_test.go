@@ -374,8 +374,8 @@ func TestWriteTimeoutCutsStuckPeer(t *testing.T) {
 }
 
 // TestSendFramedKeepsOrder: SendFramed (a direct write while nothing is
-// queued) interleaved with Send (the same lane) from one goroutine, in
-// rounds: the peer does not read while a round is sent (the socket fills,
+// queued) interleaved with Send and QueueFramed (the same lane) from one
+// goroutine, in rounds: the peer does not read while a round is sent (the socket fills,
 // so a direct write is cut short and its rest queued, and what follows
 // queues behind it), then reads the round. Every message arrives once,
 // whole, in the order sent.
@@ -397,9 +397,12 @@ func TestSendFramedKeepsOrder(t *testing.T) {
 			for k := range perRound {
 				i := r*perRound + k
 				var err error
-				if k%10 == 9 { // after direct writes: queued behind them once the socket is full
+				switch k % 10 {
+				case 9: // after direct writes: queued behind them once the socket is full
 					err = c.Send(websocket.BinaryMessage, msg(i))
-				} else {
+				case 4:
+					err = c.QueueFramed(wsconn.Frame(websocket.BinaryMessage, msg(i)))
+				default:
 					err = c.SendFramed(wsconn.Frame(websocket.BinaryMessage, msg(i)))
 				}
 				if err != nil {
@@ -459,10 +462,13 @@ func TestSendFramedSlowConsumer(t *testing.T) {
 	pair(t, func(ws *websocket.Conn) {
 		c := wsconn.New(ws, wsconn.Options{})
 		refused <- c.SendFramed(wsconn.Frame(websocket.TextMessage, []byte("x")))
+		refused <- c.QueueFramed(wsconn.Frame(websocket.TextMessage, []byte("x")))
 		c.Shutdown(wsconn.Reason{})
 	})
-	if err := <-refused; !errors.Is(err, wsconn.ErrNotServerFrames) {
-		t.Fatalf("SendFramed without ServerFrames: %v", err)
+	for range 2 {
+		if err := <-refused; !errors.Is(err, wsconn.ErrNotServerFrames) {
+			t.Fatalf("SendFramed/QueueFramed without ServerFrames: %v", err)
+		}
 	}
 }
 

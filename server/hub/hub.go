@@ -134,7 +134,7 @@ type Hub struct {
 	mu    sync.Mutex // guards conns and dsLocks
 	conns map[*conn]struct{}
 	// dsLocks serialize, per dataset, publishing with subscribing.
-	dsLocks map[string]*sync.Mutex
+	dsLocks map[string]*dsState
 
 	cmu    sync.Mutex          // guards chains
 	chains map[chainKey]string // the server's history chains, see chain
@@ -165,7 +165,7 @@ func New(src Source, o Options) *Hub {
 		src:     src,
 		opts:    o,
 		conns:   map[*conn]struct{}{},
-		dsLocks: map[string]*sync.Mutex{},
+		dsLocks: map[string]*dsState{},
 		chains:  map[chainKey]string{},
 		up: websocket.Upgrader{
 			ReadBufferSize:  1024,
@@ -193,12 +193,19 @@ func (h *Hub) Stats() Stats {
 		Rebases: h.rebases.Load(), Resets: h.resets.Load()}
 }
 
-func (h *Hub) dsLock(ds string) *sync.Mutex {
+// dsState is a dataset's lock and what it guards.
+type dsState struct {
+	sync.Mutex
+	// published is when the last Publish of the dataset ended.
+	published time.Time
+}
+
+func (h *Hub) dsLock(ds string) *dsState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l := h.dsLocks[ds]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = &dsState{}
 		h.dsLocks[ds] = l
 	}
 	return l
@@ -310,11 +317,16 @@ func (c *conn) enqueue(kind int, data []byte) bool {
 	return err == nil
 }
 
-// enqueueFramed sends a frame made by wsconn.Frame: written at once when
-// nothing is queued before it, else queued (a full queue cuts the
-// consumer off).
-func (c *conn) enqueueFramed(b []byte) bool {
-	err := c.w.SendFramed(b)
+// enqueueFramed sends a frame made by wsconn.Frame: if direct, written at
+// once when nothing is queued before it, else queued (a full queue cuts
+// the consumer off).
+func (c *conn) enqueueFramed(b []byte, direct bool) bool {
+	var err error
+	if direct {
+		err = c.w.SendFramed(b)
+	} else {
+		err = c.w.QueueFramed(b)
+	}
 	var slow *wsconn.SlowConsumerError
 	if errors.As(err, &slow) {
 		c.h.slowCuts.Add(1)
@@ -575,7 +587,11 @@ func (h *Hub) chain(s protocol.Sub, epoch uint64) (string, bool) {
 // subscriber that keeps up gets it in a direct write from here, not
 // through its writer goroutine (wsconn.Conn.SendFramed), so a row wakes
 // no writer; beyond fanChunk subscribers the writes are shared by a few
-// goroutines, fanChunk subscribers each.
+// goroutines, fanChunk subscribers each. In a burst (the dataset's last
+// Publish ended less than burstWindow ago) the frames are queued
+// instead, and each writer writes what queued up in one write: a burst
+// of rows costs a subscriber a wakeup and a write per batch, not a
+// write per row.
 func (h *Hub) Publish(dataset string, recs []format.Record) {
 	if len(recs) == 0 {
 		return
@@ -583,7 +599,8 @@ func (h *Hub) Publish(dataset string, recs []format.Record) {
 	l := h.dsLock(dataset)
 	l.Lock()
 	defer l.Unlock()
-	p := publication{dataset: dataset, recs: recs}
+	p := publication{dataset: dataset, recs: recs, direct: time.Since(l.published) >= burstWindow}
+	defer func() { l.published = time.Now() }()
 	for _, group := range protocol.SplitRecords(recs) {
 		p.frames = append(p.frames, wsconn.Frame(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: dataset, Records: group})))
 		p.lasts = append(p.lasts, group[len(group)-1].Seq)
@@ -608,6 +625,10 @@ func (h *Hub) Publish(dataset string, recs []format.Record) {
 // fanChunk is how many subscribers one goroutine of a Publish writes to.
 const fanChunk = 512
 
+// burstWindow: a Publish that starts less than this long after the
+// dataset's previous one ended is part of a burst.
+const burstWindow = 2 * time.Millisecond
+
 // publication is one Publish: its records and their frames (made by
 // wsconn.Frame), with each frame's last seq.
 type publication struct {
@@ -615,6 +636,7 @@ type publication struct {
 	recs    []format.Record
 	frames  [][]byte
 	lasts   []uint64
+	direct  bool // not in a burst: write directly (SendFramed)
 }
 
 // publishTo sends c the frames of p it has not had yet. The caller holds
@@ -641,7 +663,7 @@ func (h *Hub) publishTo(c *conn, p *publication) {
 			}
 			f = wsconn.Frame(websocket.BinaryMessage, protocol.AppendDelta(nil, &protocol.DeltaFrame{Dataset: p.dataset, Records: tail}))
 		}
-		if !c.enqueueFramed(f) {
+		if !c.enqueueFramed(f, p.direct) {
 			break
 		}
 		h.deltasOut.Add(1)
