@@ -248,7 +248,7 @@ func (s *Server) run() error {
 	}
 }
 
-// ready: the S3 endpoint answers, both buckets exist (the filer lists
+// ready: the S3 endpoint answers and refuses an anonymous read, both buckets exist (the filer lists
 // them under /buckets) and the catalog hands out a token with which it
 // lists the table bucket's namespaces.
 func (s *Server) ready(ctx context.Context) error {
@@ -270,6 +270,13 @@ func (s *Server) ready(ctx context.Context) error {
 	}
 	if _, err := get(s.S3 + "/"); err != nil {
 		return fmt.Errorf("s3: %w", err)
+	}
+	// Authentication is on: weed serves S3 with no identity (everything
+	// allowed) until it has loaded the one from its environment, so a
+	// request signed with a wrong secret could pass in the first moments
+	// (TestWeedWrongS3SecretCreatesNothing failed once so under load).
+	if code, err := get(s.S3 + "/" + s.Bucket + "/.testweed-auth"); err != nil || code != http.StatusForbidden {
+		return fmt.Errorf("s3 authentication not on yet: anonymous GET answered %d %v", code, err)
 	}
 	for _, b := range []string{s.Bucket, s.TableBucket} {
 		if code, err := get(s.Filer+"/buckets/"+b+"/", "Accept", "application/json"); err != nil || code != http.StatusOK {
