@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"cmp"
 	"context"
 	"net/url"
 	"os"
@@ -109,9 +110,55 @@ func localPathOf(name string) string {
 }
 
 // syncFile fsyncs the file, its directory and any new ancestors on Close.
-type syncFile struct{ *os.File }
+// A large file (a data file, a Puffin file) starts its writeback in the
+// background every syncAheadBytes written, so that Close's fsync has
+// little left to flush.
+type syncFile struct {
+	*os.File
+	unsynced int64      // bytes written since the last background fsync began
+	ahead    chan error // the background fsync running, if any
+	aheadErr error      // the first error of a background fsync
+}
+
+// syncAheadBytes: a test lowers it.
+var syncAheadBytes int64 = 32 << 20
+
+func (f *syncFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	if f.unsynced += int64(n); f.unsynced >= syncAheadBytes {
+		f.syncAhead()
+	}
+	return n, err
+}
+
+// syncAhead starts a background fsync unless one is still running.
+func (f *syncFile) syncAhead() {
+	if f.ahead != nil {
+		select {
+		case err := <-f.ahead:
+			f.aheadErr = cmp.Or(f.aheadErr, err)
+		default:
+			return
+		}
+	}
+	f.unsynced = 0
+	ch := make(chan error, 1)
+	f.ahead = ch
+	file, dir := f.File, filepath.Dir(f.Name())
+	go func() { ch <- fileutil.SyncOpen(file, dir) }()
+}
 
 func (f *syncFile) Close() error {
+	if f.ahead != nil {
+		f.aheadErr = cmp.Or(f.aheadErr, <-f.ahead)
+		f.ahead = nil
+	}
+	if f.aheadErr != nil {
+		// A failed writeback is reported to one fsync only: this file's
+		// bytes are not known durable.
+		f.File.Close()
+		return f.aheadErr
+	}
 	if err := fileutil.SyncClose(f.File); err != nil {
 		return err
 	}
