@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -322,8 +321,8 @@ func BenchmarkTrustGetGuard(b *testing.B) {
 // unguardedGet is Store.Get without the fault guard (the peer of
 // BenchmarkTrustGetGuard): the same plain path first, then locate.
 func (s *Store) unguardedGet(ref string, from, to int64) (res Result, err error) {
-	if l := s.list.Load(); l != nil && !s.isClosed.Load() && strings.IndexByte(ref, ':') < 0 {
-		for _, d := range *l {
+	if l := s.list.Load(); l != nil && !s.isClosed.Load() && !l.mayName(ref) {
+		for _, d := range l.ds {
 			rs, err := d.acquire()
 			if err != nil {
 				break

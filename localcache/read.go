@@ -128,15 +128,15 @@ func (r *Result) Release() {
 func (s *Store) Get(ref string, from, to int64) (res Result, err error) {
 	var r reading
 	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
-	// The common case first, with none of locate's generality: ref has no
-	// "dataset:" and names a series of the first dataset (in name order)
+	// The common case first, with none of locate's generality: ref does
+	// not start with a dataset's name and ':' (mayName) and names a series of the first dataset (in name order)
 	// that holds it, in its snapshot without pending changes (the plain
 	// slice), or with changes or only in its delta (merged). It is locate,
 	// find and get in one frame: their calls, the located they filled and
 	// the stores through their pointers were ~150 instructions of a
 	// ~1,300-instruction lookup (BENCHMARKS.md "The lookup path").
-	if l := s.list.Load(); l != nil && !s.isClosed.Load() && strings.IndexByte(ref, ':') < 0 {
-		for _, d := range *l {
+	if l := s.list.Load(); l != nil && !s.isClosed.Load() && !l.mayName(ref) {
+		for _, d := range l.ds {
 			rs, err := d.acquire()
 			if err != nil {
 				break // damaged: locate says how (the series may be in a later dataset)
