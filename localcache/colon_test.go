@@ -37,12 +37,12 @@ func TestGetRefWithColon(t *testing.T) {
 		dataset string // "" when not found
 		value   float64
 	}{
-		{"x:1", "a", 1},    // no dataset "x": an id of a
-		{"zz:s", "a", 1},   // no dataset "zz" (a name of length 2 exists)
-		{"bb:s", "bb", 2},  // dataset bb's s, not a's "bb:s"
-		{"a:x:1", "a", 1},  // dataset a's "x:1"
-		{"a:s", "a", 1},    // dataset a's s, not bb's "a:x"
-		{"a:x", "", 0},     // dataset a has no "x": not bb's "a:x"
+		{"x:1", "a", 1},   // no dataset "x": an id of a
+		{"zz:s", "a", 1},  // no dataset "zz" (a name of length 2 exists)
+		{"bb:s", "bb", 2}, // dataset bb's s, not a's "bb:s"
+		{"a:x:1", "a", 1}, // dataset a's "x:1"
+		{"a:s", "a", 1},   // dataset a's s, not bb's "a:x"
+		{"a:x", "", 0},    // dataset a has no "x": not bb's "a:x"
 		{"bb:a:x", "bb", 2},
 		{"q:r:t", "bb", 2}, // no dataset "q": found in bb
 		{":lead", "a", 1},  // a leading ':' names no dataset
