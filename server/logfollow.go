@@ -340,15 +340,22 @@ func (s *Server) applyLogged(d *dataset, recs []format.Record) error {
 	}
 	// Records at or below the store's head are skipped: already there,
 	// or of an epoch a replacement retired.
-	if fresh := recs[len(recs)-n:]; n > 0 {
+	fresh := recs[len(recs)-n:]
+	if n > 0 {
 		d.hmu.Lock()
 		if k := len(d.hist); k == 0 || d.hist[k-1].Seq < fresh[0].Seq {
 			d.hist = append(d.hist, fresh...)
 		}
 		d.hmu.Unlock()
-		s.hub.Publish(d.name, fresh)
 	}
 	d.setApplied(recs[len(recs)-1].Seq)
+	// After setApplied: an acknowledged ingest waits for the store, not
+	// for the fan-out, which writes to each companion that keeps up
+	// itself (hub.Publish) and so grows with the companions. applyMu,
+	// still held, keeps the publishes in seq order.
+	if n > 0 {
+		s.hub.Publish(d.name, fresh)
+	}
 	return nil
 }
 
