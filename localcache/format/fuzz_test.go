@@ -3,8 +3,10 @@ package format
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"sort"
 	"sync"
 	"testing"
 )
@@ -326,6 +328,7 @@ func FuzzOpenHot(f *testing.F) {
 				if len(vals) != int(rec.Length) || len(days)+len(secs) != int(rec.Length) {
 					t.Fatalf("row %d: slices of %d/%d/%d for %d rows", row, len(days), len(secs), len(vals), rec.Length)
 				}
+				checkHotRange(t, h, row, hok, hf, days, secs, vals)
 				for i := range vals { // in bounds of data.arrow or this faults
 					fuzzSink += vals[i]
 				}
@@ -333,4 +336,56 @@ func FuzzOpenHot(f *testing.F) {
 			_ = verifyHot(b, ib, db, x, d)
 		}
 	})
+}
+
+// checkHotRange checks HotRangeDays/HotRangeSecs of row against Slice's
+// days/secs/vals narrowed by sort.Search (the same probes as theirs, so
+// the same answer on unsorted periods too): the same points of the
+// mapping, nil for an empty range, declined exactly when HotDays/HotSecs
+// decline (hok).
+func checkHotRange(t *testing.T, h *HotIndex, row uint32, hok bool, hf Frequency, days []int32, secs []int64, vals []float64) {
+	t.Helper()
+	var ps []int64
+	for _, d := range days {
+		ps = append(ps, int64(d))
+	}
+	ps = append(ps, secs...)
+	bounds := [][2]int64{{math.MinInt64, math.MaxInt64}, {0, -1}}
+	if n := len(ps); n > 0 {
+		bounds = append(bounds, [2]int64{ps[0], ps[n-1]}, [2]int64{ps[n/2], ps[n/2]}, [2]int64{ps[n/2] + 1, math.MaxInt64}, [2]int64{math.MinInt64, ps[n/2] - 1})
+	}
+	for _, b := range bounds {
+		from, to := b[0], b[1]
+		var rd []int32
+		var rs []int64
+		var rv []float64
+		var rf Frequency
+		var rok bool
+		if days != nil || (secs == nil && !h.secs) {
+			from, to = max(from, math.MinInt32), min(to, math.MaxInt32)
+			rd, rv, rf, rok = h.HotRangeDays(row, from, to)
+		} else {
+			rs, rv, rf, rok = h.HotRangeSecs(row, from, to)
+		}
+		if rok != hok || rf != hf {
+			t.Fatalf("row %d [%d, %d]: HotRange* ok %v %q, HotDays/HotSecs %v %q", row, from, to, rok, rf, hok, hf)
+		}
+		if !rok {
+			continue
+		}
+		lo := sort.Search(len(ps), func(i int) bool { return ps[i] >= from })
+		hi := len(ps)
+		if (days != nil && to < math.MaxInt32) || (secs != nil && to < math.MaxInt64) {
+			hi = sort.Search(len(ps), func(i int) bool { return ps[i] >= to+1 })
+		}
+		if lo >= hi {
+			if rd != nil || rs != nil || rv != nil {
+				t.Fatalf("row %d [%d, %d]: empty range gives %d/%d/%d points, not nil", row, from, to, len(rd), len(rs), len(rv))
+			}
+			continue
+		}
+		if len(rv) != hi-lo || len(rd)+len(rs) != hi-lo || &rv[0] != &vals[lo] || (days != nil && &rd[0] != &days[lo]) || (secs != nil && &rs[0] != &secs[lo]) {
+			t.Fatalf("row %d [%d, %d]: HotRange* gives %d/%d/%d points, want [%d, %d) of the series", row, from, to, len(rd), len(rs), len(rv), lo, hi)
+		}
+	}
 }

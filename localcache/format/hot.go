@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"sync/atomic"
 	"unsafe"
 
@@ -144,6 +145,9 @@ type HotIndex struct {
 	index []byte     // index.arrow
 	data  []byte     // data.arrow
 	pt    PeriodType
+	// secs is pt == PeriodTimestamp, for the lookup path: comparing the
+	// strings is a runtime.memequal call (~20 instructions a lookup).
+	secs bool
 	// stride is the bytes of a record (32 in version 2), inline the
 	// longest id stored inside its record (version 3; 0: none is).
 	stride, inline uint64
@@ -200,7 +204,7 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 	if h.version != version {
 		return nil, corrupt(HashFile, 8, "version %d in a format version %d snapshot", h.version, version)
 	}
-	t := &HotIndex{slots: h.table, mask: h.mask, n: h.n, index: ib, data: db, pt: x.PeriodType, stride: HotRecordSize}
+	t := &HotIndex{slots: h.table, mask: h.mask, n: h.n, index: ib, data: db, pt: x.PeriodType, secs: x.PeriodType == PeriodTimestamp, stride: HotRecordSize}
 	t.cold.Store(coldLookups)
 	var batches []byte
 	if h.version == hashVersion {
@@ -322,7 +326,7 @@ func (t *HotIndex) idIs(row uint32, id string) bool {
 // register ABI returns in registers (HotSlice's twelve went through
 // memory: ~30 instructions a lookup).
 func (t *HotIndex) HotDays(row uint32) (days []int32, values []float64, freq Frequency, ok bool) {
-	if t.pt == PeriodTimestamp {
+	if t.secs {
 		return
 	}
 	periods, vals, n, code, ok := t.hotSpan(row, 4)
@@ -334,7 +338,7 @@ func (t *HotIndex) HotDays(row uint32) (days []int32, values []float64, freq Fre
 
 // HotSecs is HotDays for a snapshot of timestamp periods (seconds).
 func (t *HotIndex) HotSecs(row uint32) (secs []int64, values []float64, freq Frequency, ok bool) {
-	if t.pt != PeriodTimestamp {
+	if !t.secs {
 		return
 	}
 	periods, vals, n, code, ok := t.hotSpan(row, 8)
@@ -590,4 +594,94 @@ func buildHashFromBytes(version int, ib, db []byte, pt PeriodType, series, batch
 	}
 	defer d.Close()
 	return buildHash2(version, x, d, ib, db)
+}
+
+// HotRangeDays is HotDays narrowed to the points with fd <= day <= td
+// (day numbers), for the lookup path: the record, the bounds checks and
+// the two binary searches in one frame (HotDays + hotSpan + the caller's
+// narrowing were three calls and ~110 instructions of a lookup; BENCHMARKS.md
+// "Fewer instructions on the mapped Get"). ok as for HotDays; when the
+// range holds no point, days and values are nil and ok is true.
+func (t *HotIndex) HotRangeDays(row uint32, fd, td int64) (days []int32, values []float64, freq Frequency, ok bool) {
+	if t.secs || row >= t.n {
+		return
+	}
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
+	batch, off, length := *(*uint32)(rb), uint64(*(*uint32)(unsafe.Add(rb, 4))), *(*uint32)(unsafe.Add(rb, 8))
+	if *(*uint8)(unsafe.Add(rb, 12)) != uint8(Hot) || length == 0 || batch >= uint32(len(t.locs)) {
+		return
+	}
+	l := &t.locs[batch]
+	if off+uint64(length) > l.rows {
+		return
+	}
+	freq, ok = freqByCode[*(*uint8)(unsafe.Add(rb, 13))&7], true
+	// In bounds: OpenHot checked every batch's columns against data.arrow.
+	base := unsafe.Pointer(unsafe.SliceData(t.data))
+	ps := unsafe.Slice((*int32)(unsafe.Add(base, l.periodsAt+4*off)), length)
+	lo, hi := searchDays(ps, fd), len(ps)
+	if td < math.MaxInt32 {
+		hi = searchDays(ps, td+1)
+	}
+	if lo >= hi {
+		return
+	}
+	return ps[lo:hi:hi], unsafe.Slice((*float64)(unsafe.Add(base, l.valuesAt+8*(off+uint64(lo)))), hi-lo), freq, true
+}
+
+// HotRangeSecs is HotRangeDays for a snapshot of timestamp periods, with
+// from <= period <= to in seconds.
+func (t *HotIndex) HotRangeSecs(row uint32, from, to int64) (secs []int64, values []float64, freq Frequency, ok bool) {
+	if !t.secs || row >= t.n {
+		return
+	}
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
+	batch, off, length := *(*uint32)(rb), uint64(*(*uint32)(unsafe.Add(rb, 4))), *(*uint32)(unsafe.Add(rb, 8))
+	if *(*uint8)(unsafe.Add(rb, 12)) != uint8(Hot) || length == 0 || batch >= uint32(len(t.locs)) {
+		return
+	}
+	l := &t.locs[batch]
+	if off+uint64(length) > l.rows {
+		return
+	}
+	freq, ok = freqByCode[*(*uint8)(unsafe.Add(rb, 13))&7], true
+	base := unsafe.Pointer(unsafe.SliceData(t.data))
+	ps := unsafe.Slice((*int64)(unsafe.Add(base, l.periodsAt+8*off)), length)
+	lo, hi := searchSecs(ps, from), len(ps)
+	if to < math.MaxInt64 {
+		hi = searchSecs(ps, to+1)
+	}
+	if lo >= hi {
+		return
+	}
+	return ps[lo:hi:hi], unsafe.Slice((*float64)(unsafe.Add(base, l.valuesAt+8*(off+uint64(lo)))), hi-lo), freq, true
+}
+
+// searchDays is the index of the first day >= d (sort.Search without the
+// closure call per probe).
+func searchDays(days []int32, d int64) int {
+	lo, hi := 0, len(days)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int64(days[m]) < d {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// searchSecs is searchDays for seconds.
+func searchSecs(secs []int64, t int64) int {
+	lo, hi := 0, len(secs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if secs[m] < t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
