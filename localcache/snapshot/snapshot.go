@@ -272,16 +272,23 @@ func (s *Snapshot) TryRef() bool {
 	}
 }
 
-// Unref drops a reference; the last one unmaps the files.
+// Unref drops a reference; the last one unmaps the files. It is small
+// enough to inline (every lookup ends in one): the last reference goes
+// on in lastUnref.
 func (s *Snapshot) Unref() {
-	switch n := s.refs.Add(-1); {
-	case n == 0:
-		s.release()
-		if f := s.onClose.Load(); f != nil {
-			(*f)()
-		}
-	case n < 0:
+	if n := s.refs.Add(-1); n <= 0 {
+		s.lastUnref(n)
+	}
+}
+
+// lastUnref is Unref of the last reference (n == 0) or of one too many.
+func (s *Snapshot) lastUnref(n int64) {
+	if n < 0 {
 		panic("snapshot: Unref without a reference")
+	}
+	s.release()
+	if f := s.onClose.Load(); f != nil {
+		(*f)()
 	}
 }
 
