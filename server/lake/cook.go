@@ -138,12 +138,11 @@ func (l *Lake) PublishCooked(ctx context.Context, dataset string, cook func(*for
 		return Vintage{}, nil, err
 	}
 	// In place, the Puffin file is now w's (removed with the data files
-	// if the publish fails); the local copy of an uploaded one goes.
+	// if the publish fails); the local copy of an uploaded one becomes
+	// the download cache's copy once the commit lands (keepUploaded).
 	removeContainer = false
 	if inPlace {
 		c.Close()
-	} else {
-		c.Remove()
 	}
 	defer func() {
 		if err != nil && !errors.Is(err, errUnknownOutcome) {
@@ -157,7 +156,37 @@ func (l *Lake) PublishCooked(ctx context.Context, dataset string, cook func(*for
 	v, err = l.commitRetrying(ctx, dataset, t, func(t *table.Table) (*attempt, error) {
 		return l.publishAttempt(ctx, t, src, w, po)
 	})
+	if !inPlace {
+		l.keepUploaded(c, loc, err == nil)
+	}
 	return v, m, err
+}
+
+// keepUploaded makes the local container of a Puffin file uploaded to loc
+// the download cache's copy of it when its commit landed (committed), so
+// that the store's OpenSnapshot of the new vintage maps it instead of
+// downloading the file just uploaded; otherwise it is removed. Its bytes
+// are the ones uploaded, and each blob's SHA-256 in the Puffin footer was
+// computed from them as they were written, as a downloaded copy's are
+// checked: it is fsynced and renamed into the cache like a download.
+// Failing that, it is removed and the first open downloads.
+func (l *Lake) keepUploaded(c *format.Container, loc string, committed bool) {
+	dir := l.opts.CacheDir
+	if !committed || dir == "" || filepath.Dir(c.Path()) != filepath.Clean(dir) {
+		c.Remove()
+		return
+	}
+	dst := filepath.Join(dir, cacheName(loc))
+	if err := c.Durable(); err != nil {
+		c.Remove()
+		return
+	}
+	if err := c.Rename(dst); err != nil {
+		c.Remove()
+		return
+	}
+	c.Close()
+	pruneCache(dir, l.opts.CacheBytes, dst, l.inUse)
 }
 
 // isLocal: the location is a local path (the file:// scheme or none).

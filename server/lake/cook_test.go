@@ -265,6 +265,25 @@ func TestPublishCookedS3(t *testing.T) {
 		vs = append(vs, v)
 	}
 	noCookTemps(t, home)
+	// The publishing lake keeps each uploaded container as its download
+	// cache's verified copy: opening the vintage it just committed maps
+	// that copy instead of downloading the file again.
+	for i, v := range vs {
+		si, err := l.Artifacts(ctx, "stocks", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(filepath.Join(l.opts.CacheDir, cacheName(si.Location)))
+		if err != nil {
+			t.Fatalf("vintage %d: no cached copy of the uploaded Puffin file: %v", i, err)
+		}
+		for _, b := range si.Blobs {
+			if err := checkSHA(f, b); err != nil {
+				t.Fatalf("vintage %d: cached copy: %v", i, err)
+			}
+		}
+		f.Close()
+	}
 	l.Close()
 	// Another lake on the same catalog with an empty cache: it downloads.
 	l2, err := Open(ctx, Options{Home: home, CacheDir: t.TempDir(), Warehouse: s.Warehouse("cooked"), S3Endpoint: s.S3})
