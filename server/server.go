@@ -923,7 +923,12 @@ func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*for
 	epoch, covers := s.nextEpoch(name)
 	wo := format.WriteOptions{Dataset: name, Epoch: epoch, CoversThroughSeq: covers}
 	// With a lake, the snapshot is cooked straight into its Puffin file
-	// (written once); over a damaged dataset, through a directory.
+	// (written once); over a damaged dataset, through a directory. The
+	// cook runs under installReplacementWith's apply lock: on a replica,
+	// the records other replicas append meanwhile are applied (and fanned
+	// out to its companions) once the install is done, a delay as long as
+	// the cook (seconds at pet scale) that a replacement, an operator's
+	// action, accepts in exchange for writing the files once.
 	m, release, err := s.installReplacementWith(name, d, func() (*format.Manifest, error) {
 		return s.store.InstallCooked(name, func(c *format.Container) (*format.Manifest, error) {
 			m, _, err := format.WriteInto(c, b.Table(), wo)
