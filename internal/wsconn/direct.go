@@ -28,10 +28,18 @@ func Frame(kind int, data []byte) []byte {
 // closes the connection with the write error as its reason and returns
 // ErrClosed. b must not change until the connection is done with it.
 //
-// Gorilla's reply to the peer's close frame is written from the reading
-// goroutine, outside wmu: after a direct write that was cut short it may
-// land inside that frame. The peer asked to close, and the connection
-// ends either way.
+// The rest of a direct write the socket took only part of is kept in
+// carry, and every later write (the writer's batches, its pings, the
+// close frame, the next direct write) writes it first: nothing can land
+// inside that frame, whatever other goroutines send meanwhile.
+//
+// Gorilla itself still writes from the reading goroutine, outside wmu,
+// in three cases, each ending the connection: its reply to the peer's
+// close frame, and the close frames for a message over the read limit
+// and for a protocol error. After a direct write that was cut short
+// such a frame may land inside it (and it moves the socket's write
+// deadline to a second away): the peer misbehaved or asked to close,
+// and gets a damaged last frame.
 func (c *Conn) SendFramed(b []byte) error {
 	if !c.opts.ServerFrames {
 		return ErrNotServerFrames
@@ -43,9 +51,14 @@ func (c *Conn) SendFramed(b []byte) error {
 	}
 	payload := len(b) - headerLenOf(b)
 	if c.raw != nil && c.pending.Load() == 0 && c.wmu.TryLock() {
-		// Holding wmu, pending 0 means every message sent before this one
-		// is written, and the writer cannot start another write.
-		if c.pending.Load() == 0 {
+		// Holding wmu, pending 0 and no carry mean every message sent
+		// before this one is written, and the writer cannot start
+		// another write; closed, that the close frame is written.
+		if c.closed {
+			c.wmu.Unlock()
+			return ErrClosed
+		}
+		if c.pending.Load() == 0 && c.carry == nil {
 			// A deadline in the past fails even a non-blocking write
 			// (the socket's deadline is not moved while the connection
 			// is idle).
@@ -60,16 +73,18 @@ func (c *Conn) SendFramed(b []byte) error {
 				}
 				return nil
 			case err == nil || wouldBlock(err):
-				// The rest goes before anything later: the queue is empty
-				// (pending is 0) and the writer waits for wmu.
-				err = c.queue(frame{framed: true, data: b[n:], payload: payload})
-				c.wmu.Unlock()
-				if err != nil && n > 0 {
-					// Half a frame is on the wire and the rest has no
-					// room: the stream cannot go on.
-					c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: err.Error(), Err: err})
+				// The rest goes before anything else (carry), and a
+				// marker wakes the writer to write it. A full queue has
+				// frames that wake it anyway.
+				c.carry, c.carryPayload = b[n:], payload
+				c.pending.Add(1)
+				select {
+				case c.q <- frame{framed: true, marker: true}:
+				default:
+					c.pending.Add(-1)
 				}
-				return err
+				c.wmu.Unlock()
+				return nil
 			default:
 				c.wmu.Unlock()
 				c.Close(Reason{Code: websocket.CloseAbnormalClosure, Text: "write: " + err.Error(), Err: err})

@@ -117,9 +117,11 @@ type frame struct {
 	kind int
 	data []byte
 	sent func() // if set, called once the frame was written or dropped
-	// framed: data is a whole frame (Frame's), or the rest of one a
-	// direct write began; payload is its message's length (Written).
+	// framed: data is a whole frame (Frame's); payload is its message's
+	// length (Written). A marker has no data: it wakes the writer to
+	// write carry.
 	framed  bool
+	marker  bool
 	payload int
 }
 
@@ -162,6 +164,13 @@ type Conn struct {
 	wmu     sync.Mutex
 	pending atomic.Int64
 	raw     syscall.RawConn
+	// carry is the rest of a frame a direct write began (the socket took
+	// only part of it), carryPayload its message's length; every write
+	// under wmu writes it first. closed: the close frame is written, and
+	// nothing may follow it. Both guarded by wmu.
+	carry        []byte
+	carryPayload int
+	closed       bool
 }
 
 // Writes is the number of socket writes the writer made for messages
@@ -399,6 +408,14 @@ func (c *Conn) closing() {
 		}
 		break
 	}
+	c.closed = true
+	if c.carry != nil {
+		// The rest of a direct write goes before the close frame.
+		c.batch = c.batch[:0]
+		if err := c.writeFramed(deadline); err != nil {
+			return
+		}
+	}
 	r, _ := c.Reason()
 	code := r.Code
 	if code == 0 || code == websocket.CloseAbnormalClosure || code == websocket.CloseNoStatusReceived {
@@ -427,14 +444,14 @@ func (c *Conn) collect() {
 	}
 }
 
-// writeFramed writes the batch's messages as unmasked frames in one write
-// (ServerFrames), under deadline if it is set (the close), else under the
+// writeFramed writes carry (the rest of a direct write), then the
+// batch's messages as unmasked frames, in one write (ServerFrames), under deadline if it is set (the close), else under the
 // connection's rarely refreshed write deadline; then it calls each
 // message's sent and Written. Up to copyBelow bytes of payload are copied
 // behind their headers into one buffer (one write on a TLS connection
 // too); a bigger batch (a snapshot chunk) goes out as a vectored write.
 func (c *Conn) writeFramed(deadline time.Time) error {
-	size := 0
+	size := len(c.carry)
 	for _, f := range c.batch {
 		size += len(f.data)
 	}
@@ -446,7 +463,7 @@ func (c *Conn) writeFramed(deadline time.Time) error {
 	}
 	var err error
 	if size <= copyBelow {
-		b := c.out[:0]
+		b := append(c.out[:0], c.carry...)
 		for _, f := range c.batch {
 			if !f.framed {
 				b = appendHeader(b, f.kind, len(f.data))
@@ -467,6 +484,9 @@ func (c *Conn) writeFramed(deadline time.Time) error {
 			}
 		}
 		c.bufs = c.bufs[:0]
+		if len(c.carry) > 0 {
+			c.bufs = append(c.bufs, c.carry)
+		}
 		off := 0
 		for _, f := range c.batch {
 			if !f.framed {
@@ -482,11 +502,17 @@ func (c *Conn) writeFramed(deadline time.Time) error {
 		_, err = bufs.WriteTo(c.ws.UnderlyingConn())
 		clear(c.bufs[:cap(c.bufs)])
 	}
+	if c.carry != nil {
+		if c.opts.Written != nil {
+			c.opts.Written(c.carryPayload, err)
+		}
+		c.carry, c.carryPayload = nil, 0
+	}
 	for i, f := range c.batch {
 		if f.sent != nil {
 			f.sent()
 		}
-		if c.opts.Written != nil && f.kind != websocket.PingMessage && f.kind != websocket.PongMessage {
+		if c.opts.Written != nil && !f.marker && f.kind != websocket.PingMessage && f.kind != websocket.PongMessage {
 			c.opts.Written(f.payload, err)
 		}
 		c.batch[i] = frame{}

@@ -2,12 +2,14 @@ package wsconn_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -533,6 +535,100 @@ func TestSendFramedAfterIdle(t *testing.T) {
 		}
 		if _, b, err := cl.ReadMessage(); err != nil || string(b) != fmt.Sprintf("m%d", i) {
 			t.Fatalf("message %d: %q %v", i, b, err)
+		}
+	}
+}
+
+// bigMsg is message i of 64 KiB, numbered in its first bytes.
+func bigMsg(i int) []byte {
+	b := bytes.Repeat([]byte{byte(i)}, 64<<10)
+	binary.BigEndian.PutUint32(b, uint32(i))
+	return b
+}
+
+// TestConcurrentSendFramedPartial: two goroutines send on one Conn (as
+// Publish of two datasets, or a pong, do) through a small socket buffer,
+// so that direct writes are cut short while the other sends: every
+// message arrives whole (the rest of a cut write went behind the other's
+// frame, which then landed inside it). Found by review6 (F1).
+func TestConcurrentSendFramedPartial(t *testing.T) {
+	const n = 150
+	done := make(chan struct{})
+	cl := pair(t, func(ws *websocket.Conn) {
+		ws.UnderlyingConn().(*net.TCPConn).SetWriteBuffer(16 << 10)
+		c := wsconn.New(ws, wsconn.Options{ServerFrames: true, Queue: 1 << 14, PingInterval: -1, WriteTimeout: 60 * time.Second})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range n {
+				if c.SendFramed(wsconn.Frame(websocket.BinaryMessage, bigMsg(i))) != nil {
+					return // the reader says what went wrong
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+		wg.Go(func() {
+			for range 10 * n {
+				if c.SendFramed(wsconn.Frame(websocket.TextMessage, []byte("small"))) != nil {
+					return
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		})
+		wg.Wait()
+		<-done
+		c.Shutdown(wsconn.Reason{})
+	})
+	defer close(done)
+	cl.SetReadLimit(1 << 20)
+	cl.SetReadDeadline(time.Now().Add(60 * time.Second))
+	nb, ns := 0, 0
+	for nb < n || ns < 10*n {
+		kind, b, err := cl.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d big, %d small: %v", nb, ns, err)
+		}
+		switch {
+		case kind == websocket.TextMessage && string(b) == "small":
+			ns++
+		case kind == websocket.BinaryMessage && bytes.Equal(b, bigMsg(nb)):
+			nb++
+		default:
+			t.Fatalf("after %d big, %d small: damaged message kind %d, %d bytes; a whole text frame inside it at %d", nb, ns, kind, len(b), bytes.Index(b, []byte("\x81\x05small")))
+		}
+	}
+}
+
+// TestPingInsidePartialFrame: one sender (SendFramed) through a small
+// socket buffer and the writer's own frequent pings: every message
+// arrives whole (a ping went out between the two parts of a cut direct
+// write). Found by review6 (F2).
+func TestPingInsidePartialFrame(t *testing.T) {
+	const n = 400
+	done := make(chan struct{})
+	cl := pair(t, func(ws *websocket.Conn) {
+		ws.UnderlyingConn().(*net.TCPConn).SetWriteBuffer(16 << 10)
+		c := wsconn.New(ws, wsconn.Options{ServerFrames: true, Queue: 1 << 14, PingInterval: 200 * time.Microsecond, WriteTimeout: 60 * time.Second})
+		for i := range n {
+			if c.SendFramed(wsconn.Frame(websocket.BinaryMessage, bigMsg(i))) != nil {
+				break // the reader says what went wrong
+			}
+			time.Sleep(500 * time.Microsecond)
+		}
+		<-done
+		c.Shutdown(wsconn.Reason{})
+	})
+	defer close(done)
+	var pings atomic.Int64
+	cl.SetPingHandler(func(string) error { pings.Add(1); return nil })
+	cl.SetReadLimit(1 << 20)
+	cl.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for i := range n {
+		kind, b, err := cl.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d messages, %d pings: %v", i, pings.Load(), err)
+		}
+		if kind != websocket.BinaryMessage || !bytes.Equal(b, bigMsg(i)) {
+			t.Fatalf("after %d messages, %d pings: damaged message kind %d, %d bytes; a ping frame header at %d", i, pings.Load(), kind, len(b), bytes.Index(b, []byte{0x89, 0x00}))
 		}
 	}
 }
