@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/puffin"
@@ -120,7 +121,10 @@ func (l *Lake) PublishCooked(ctx context.Context, dataset string, cook func(*for
 	if err != nil {
 		return Vintage{}, nil, err
 	}
-	defer src.close()
+	// Closed before anything removes or moves the container (Windows
+	// refuses to for a mapped file), at the latest on return.
+	closeSrc := sync.OnceFunc(src.close)
+	defer closeSrc()
 	// The container is fsynced (or uploaded) while the data files are
 	// written; the commit waits for both.
 	w, err := l.writeFilesWith(ctx, t, src, func(fs iceio.WriteFileIO) (table.StatisticsFile, string, error) {
@@ -146,6 +150,7 @@ func (l *Lake) PublishCooked(ctx context.Context, dataset string, cook func(*for
 	}
 	defer func() {
 		if err != nil && !errors.Is(err, errUnknownOutcome) {
+			closeSrc()
 			w.remove()
 		}
 	}()
@@ -157,6 +162,7 @@ func (l *Lake) PublishCooked(ctx context.Context, dataset string, cook func(*for
 		return l.publishAttempt(ctx, t, src, w, po)
 	})
 	if !inPlace {
+		closeSrc()
 		l.keepUploaded(c, loc, err == nil)
 	}
 	return v, m, err
