@@ -638,17 +638,20 @@ func (t *HotIndex) HotRangeDays(row uint32, fd, td int64) (days []int32, values 
 		return
 	}
 	freq, ok = freqByCode[*(*uint8)(unsafe.Add(rb, 13))&7], true
-	// In bounds: OpenHot checked every batch's columns against data.arrow.
+	// In bounds: OpenHot checked every batch's columns against data.arrow,
+	// and the searches stay in [0, length): the slices are made without
+	// unsafe.Slice's checks or an index check a probe (~45 instructions a
+	// lookup).
 	base := unsafe.Pointer(unsafe.SliceData(t.data))
-	ps := unsafe.Slice((*int32)(unsafe.Add(base, l.periodsAt+4*off)), length)
-	lo, hi := searchDays(ps, fd), len(ps)
+	pp, n := unsafe.Add(base, l.periodsAt+4*off), uint(length)
+	lo, hi := searchDays(pp, n, fd), n
 	if td < math.MaxInt32 {
-		hi = searchDays(ps, td+1)
+		hi = searchDays(pp, n, td+1)
 	}
 	if lo >= hi {
 		return
 	}
-	return ps[lo:hi:hi], unsafe.Slice((*float64)(unsafe.Add(base, l.valuesAt+8*(off+uint64(lo)))), hi-lo), freq, true
+	return mkSlice[int32](unsafe.Add(pp, 4*lo), hi-lo), mkSlice[float64](unsafe.Add(base, l.valuesAt+8*(off+uint64(lo))), hi-lo), freq, true
 }
 
 // HotRangeSecs is HotRangeDays for a snapshot of timestamp periods, with
@@ -668,24 +671,36 @@ func (t *HotIndex) HotRangeSecs(row uint32, from, to int64) (secs []int64, value
 	}
 	freq, ok = freqByCode[*(*uint8)(unsafe.Add(rb, 13))&7], true
 	base := unsafe.Pointer(unsafe.SliceData(t.data))
-	ps := unsafe.Slice((*int64)(unsafe.Add(base, l.periodsAt+8*off)), length)
-	lo, hi := searchSecs(ps, from), len(ps)
+	pp, n := unsafe.Add(base, l.periodsAt+8*off), uint(length)
+	lo, hi := searchSecs(pp, n, from), n
 	if to < math.MaxInt64 {
-		hi = searchSecs(ps, to+1)
+		hi = searchSecs(pp, n, to+1)
 	}
 	if lo >= hi {
 		return
 	}
-	return ps[lo:hi:hi], unsafe.Slice((*float64)(unsafe.Add(base, l.valuesAt+8*(off+uint64(lo)))), hi-lo), freq, true
+	return mkSlice[int64](unsafe.Add(pp, 8*lo), hi-lo), mkSlice[float64](unsafe.Add(base, l.valuesAt+8*(off+uint64(lo))), hi-lo), freq, true
 }
 
-// searchDays is the index of the first day >= d (sort.Search without the
-// closure call per probe).
-func searchDays(days []int32, d int64) int {
-	lo, hi := 0, len(days)
+// mkSlice is the slice of the n values of type T at p, which the caller
+// has checked lie inside a mapping (unsafe.Slice without its checks).
+func mkSlice[T any](p unsafe.Pointer, n uint) (s []T) {
+	type header struct {
+		p    unsafe.Pointer
+		l, c int
+	}
+	*(*header)(unsafe.Pointer(&s)) = header{p, int(n), int(n)}
+	return s
+}
+
+// searchDays is the index of the first of the n days at p that is >= d
+// (sort.Search without the closure call a probe; p and n checked by the
+// caller).
+func searchDays(p unsafe.Pointer, n uint, d int64) uint {
+	lo, hi := uint(0), n
 	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if int64(days[m]) < d {
+		m := (lo + hi) >> 1
+		if int64(*(*int32)(unsafe.Add(p, 4*m))) < d {
 			lo = m + 1
 		} else {
 			hi = m
@@ -695,11 +710,11 @@ func searchDays(days []int32, d int64) int {
 }
 
 // searchSecs is searchDays for seconds.
-func searchSecs(secs []int64, t int64) int {
-	lo, hi := 0, len(secs)
+func searchSecs(p unsafe.Pointer, n uint, t int64) uint {
+	lo, hi := uint(0), n
 	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if secs[m] < t {
+		m := (lo + hi) >> 1
+		if *(*int64)(unsafe.Add(p, 8*m)) < t {
 			lo = m + 1
 		} else {
 			hi = m
