@@ -31,6 +31,22 @@ func (s *Store) Compact(dataset string) (*format.Manifest, error) {
 // (records above stay pending). A companion uses it to rebuild exactly the
 // server's snapshot that covers upTo and compare SHA-256s.
 func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, error) {
+	return s.CompactThroughVersion(dataset, upTo, 0)
+}
+
+// CompactThroughVersion is CompactThrough writing format version version
+// (0: Options.FormatVersion). A companion rebasing onto a server's
+// snapshot writes that snapshot's version, so an older server's
+// compaction is reproduced byte for byte. A version this build does not
+// write fails with ErrFormatVersion before anything is touched. With
+// nothing pending it returns the current manifest whatever its version.
+func (s *Store) CompactThroughVersion(dataset string, upTo uint64, version int) (*format.Manifest, error) {
+	if version == 0 {
+		version = s.opts.FormatVersion
+	}
+	if version != 0 && (version < format.MinFormatVersion || version > format.FormatVersion) {
+		return nil, fmt.Errorf("compact %s: format version %d is not %d..%d: %w", dataset, version, format.MinFormatVersion, format.FormatVersion, ErrFormatVersion)
+	}
 	d, err := s.writable(dataset)
 	if err != nil {
 		return nil, err
@@ -81,7 +97,7 @@ func (s *Store) CompactThrough(dataset string, upTo uint64) (*format.Manifest, e
 	}
 
 	base := rs.snap.Manifest
-	o := format.WriteOptions{Dataset: dataset, Epoch: base.Epoch, CoversThroughSeq: upTo}
+	o := format.WriteOptions{Dataset: dataset, Epoch: base.Epoch, CoversThroughSeq: upTo, Version: version}
 	// fold writes the fold with sorted (the base's columns copied and the
 	// pending series merged in, which spares Write's sort) or, for a base
 	// not in the form Write gives (its points out of order or not

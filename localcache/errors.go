@@ -55,3 +55,8 @@ var ErrBelowSnapshot = errors.New("seq is below what the snapshot in service cov
 
 // errScrubSkipped: the scrub could not read a file (no verdict).
 var errScrubSkipped = errors.New("scrub skipped")
+
+// ErrFormatVersion: a compaction was asked to write a snapshot format
+// version this build does not write (Options.FormatVersion,
+// CompactThroughVersion); see format.MinFormatVersion..FormatVersion.
+var ErrFormatVersion = errors.New("snapshot format version not written by this build")

@@ -107,6 +107,14 @@ type Options struct {
 	// a reader of a server home overlays the records it read from the
 	// server's delta log (server.OverlayHomeLog).
 	DeltaInMemory bool
+	// FormatVersion is the snapshot format version the store's
+	// compactions (Compact, CompactThrough and the background ones)
+	// write: 0 means format.FormatVersion; format.MinFormatVersion up to
+	// it are allowed. A server of a fleet whose companions are not all
+	// upgraded keeps writing the version they read (FORMAT.md,
+	// "Compatibility"). A companion's local rebase writes the version of
+	// the server's snapshot it reproduces (CompactThroughVersion).
+	FormatVersion int
 }
 
 // openWAL opens the write-ahead log in dir, or a MemoryWAL when the
@@ -418,6 +426,9 @@ func (d *Dataset) swap(rs *readState) {
 // is never served half-checked.
 func Open(home string, opts *Options) (*Store, error) {
 	s := &Store{home: home, opts: opts.withDefaults()}
+	if v := s.opts.FormatVersion; v != 0 && (v < format.MinFormatVersion || v > format.FormatVersion) {
+		return nil, fmt.Errorf("localcache: Options.FormatVersion %d is not %d..%d: %w", v, format.MinFormatVersion, format.FormatVersion, ErrFormatVersion)
+	}
 	if s.opts.CookPublish != nil && s.opts.OpenSnapshot == nil {
 		return nil, errors.New("localcache: Options.CookPublish needs Options.OpenSnapshot (the snapshot it publishes has no directory in the home)")
 	}

@@ -55,6 +55,10 @@ type Options struct {
 	// Keep snapshots per dataset (>= 2; the delta history reaches back to
 	// the oldest). Default 2.
 	Keep int
+	// FormatVersion is the snapshot format version compactions write
+	// (localcache.Options.FormatVersion; 0: format.FormatVersion): a
+	// fleet with companions of an older build keeps the version they read.
+	FormatVersion int
 	// Hub options (queue sizes, ping interval).
 	Hub hub.Options
 
@@ -319,7 +323,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.lk.rollbackOf = map[string]rollbackMark{}
-	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep, DeltaInMemory: true}
+	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep, DeltaInMemory: true, FormatVersion: o.FormatVersion}
 	var heads func() map[string]lakeHead
 	if o.Lake != nil {
 		heads = s.startLake(lo) // lakeserve.go: reads the heads while the store opens

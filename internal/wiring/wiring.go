@@ -64,9 +64,8 @@ func (s Source) Search(query string, limit int) ([]functions.SeriesInfo, error) 
 	return out, nil
 }
 
-// Sink lets the sync engine write into a store. The store's
-// CompactThrough, Pending and Truncate are the sink's as they are; the
-// methods below adapt the rest.
+// Sink lets the sync engine write into a store. The store's Pending and
+// Truncate are the sink's as they are; the methods below adapt the rest.
 type Sink struct{ *localcache.Store }
 
 var _ client.Sink = Sink{}
@@ -75,6 +74,12 @@ var _ client.Sink = Sink{}
 func (s Sink) State(dataset string) (uint64, string, uint64, bool) {
 	ep, id, seq, err := s.Store.State(dataset)
 	return ep, id, seq, err == nil
+}
+
+// CompactThrough implements client.Sink: the store's
+// CompactThroughVersion.
+func (s Sink) CompactThrough(dataset string, seq uint64, version int) (*format.Manifest, error) {
+	return s.Store.CompactThroughVersion(dataset, seq, version)
 }
 
 // Apply implements client.Sink.

@@ -24,9 +24,11 @@ type Sink interface {
 	State(dataset string) (epoch uint64, snapshot string, seq uint64, ok bool)
 	// Apply makes records durable and visible (all at once).
 	Apply(dataset string, recs []format.Record) error
-	// CompactThrough folds pending records up to seq into a new snapshot,
-	// installs it and returns its manifest.
-	CompactThrough(dataset string, seq uint64) (*format.Manifest, error)
+	// CompactThrough folds pending records up to seq into a new snapshot
+	// of format version version (the server's snapshot's, which the
+	// engine only passes when this build writes it: format.MinFormatVersion
+	// to format.FormatVersion), installs it and returns its manifest.
+	CompactThrough(dataset string, seq uint64, version int) (*format.Manifest, error)
 	// Stage opens the sink's staging of snapshot m of dataset, where a
 	// download is assembled and from which it is installed. A stage of
 	// the same snapshot resumes from what an earlier one kept; one of

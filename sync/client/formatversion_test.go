@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/energyscope/energyscope/internal/testhome"
 	"github.com/energyscope/energyscope/localcache"
 	"github.com/energyscope/energyscope/localcache/format"
+	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/sync/client"
 )
 
@@ -50,6 +52,51 @@ func TestOlderFormatSnapshotSyncs(t *testing.T) {
 		t.Fatalf("%d local rebases, %d mismatches: want the version 3 compaction reproduced locally", c.eng.Stats.LocalRebases.Load(), c.eng.Metrics().CompactionMismatches)
 	}
 	sameAsServer(t, r.srv, st, "S00000", "S00007", "S01999")
+}
+
+// TestOlderServerCompactionRebasesLocally (review 6 F6): a server whose
+// compactions still write format version 2 (a fleet not yet upgraded:
+// server.Options.FormatVersion) and a companion of this build. After an
+// ingest and a server compaction the companion folds its records into a
+// version 2 snapshot, the server's byte for byte: a local rebase, no
+// mismatch and no download. (Before, the companion's fold wrote version
+// 3, its SHA-256s differed and it downloaded every server compaction.)
+func TestOlderServerCompactionRebasesLocally(t *testing.T) {
+	home := t.TempDir()
+	m := testhome.Publish(t, home, "stocks", testhome.RandomTable(20_000), format.WriteOptions{Epoch: 1, Version: 2})
+	r := &rig{t: t, home: home, log: &logBuf{}}
+	r.log.dumpOnFailure(t, "server "+home)
+	var err error
+	r.srv, err = server.New(server.Options{Home: home, Logger: r.log.logger(), CompactRows: -1, CompactBytes: -1, FormatVersion: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.hs = httptest.NewServer(r.srv.Handler())
+	t.Cleanup(r.close)
+
+	st := openCompStore(t, t.TempDir())
+	c := startComp(t, st, nil, client.Options{Server: r.hs.URL})
+	c.waitState(m.SnapshotID, 0, 30*time.Second)
+	last := r.ingest(row("S00007", 3, 1.5), row("S01234", 9, -2))
+	c.waitState(m.SnapshotID, last, 20*time.Second)
+	nm, err := r.srv.Compact("stocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nm.Version != 2 {
+		t.Fatalf("server compacted to version %d, want 2", nm.Version)
+	}
+	c.waitState(nm.SnapshotID, last, 30*time.Second)
+	waitFor(t, 20*time.Second, "the rebase to be counted", func() bool {
+		return c.eng.Stats.LocalRebases.Load()+c.eng.Metrics().CompactionMismatches >= 1
+	})
+	if n, mm := c.eng.Stats.LocalRebases.Load(), c.eng.Metrics().CompactionMismatches; n != 1 || mm != 0 {
+		t.Fatalf("%d local rebases, %d mismatches: want the version 2 compaction reproduced locally", n, mm)
+	}
+	if v := snapVersion(t, st, nm.SnapshotID); v != 2 {
+		t.Fatalf("companion holds format version %d after the rebase, want the server's 2", v)
+	}
+	sameAsServer(t, r.srv, st, "S00000", "S00007", "S01234", "S01999")
 }
 
 func snapVersion(t *testing.T, st *localcache.Store, id string) int {

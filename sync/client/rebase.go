@@ -52,8 +52,10 @@ func (s *session) onReset(m *protocol.Message) error {
 	return nil
 }
 
-// onSnapshot rebases onto the server's snapshot: by local compaction when
-// the client holds every delta it covers, else by download.
+// onSnapshot rebases onto the server's snapshot: by local compaction
+// (written in the server's snapshot's format version) when the client
+// holds every delta it covers and this build writes that version, else
+// by download.
 func (s *session) onSnapshot(m *protocol.Message) error {
 	e, man := s.e, m.Manifest
 	ds := man.Dataset
@@ -68,9 +70,15 @@ func (s *session) onSnapshot(m *protocol.Message) error {
 		s.markCurrent(ds)
 		return s.resubscribe(ds)
 	}
-	if ok && ep == man.Epoch && seq >= man.CoversThroughSeq {
+	if ok && ep == man.Epoch && seq >= man.CoversThroughSeq && (man.Version < format.MinFormatVersion || man.Version > format.FormatVersion) {
+		// A local fold could not give the server's bytes: this build does
+		// not write that version (FORMAT.md, "Compatibility").
+		e.log.Warn("the server's snapshot is of a format version this build does not write; downloading it instead of compacting locally", "dataset", ds, "snapshot", man.SnapshotID, "version", man.Version, "writes", fmt.Sprintf("%d..%d", format.MinFormatVersion, format.FormatVersion))
+	} else if ok && ep == man.Epoch && seq >= man.CoversThroughSeq {
 		e.update(func(_ *Progress, dsf func(string) *DatasetProgress) { dsf(ds).State = StateRebasing })
-		local, err := e.sink.CompactThrough(ds, man.CoversThroughSeq)
+		// Write the version of the snapshot reproduced: a server still on
+		// an older version is followed without a download.
+		local, err := e.sink.CompactThrough(ds, man.CoversThroughSeq, man.Version)
 		if err == nil && sameFiles(local, man) {
 			e.Stats.LocalRebases.Add(1)
 			e.log.Info("rebased by local compaction: SHA-256 of every file equals the server's", "dataset", ds, "snapshot", man.SnapshotID)

@@ -270,8 +270,8 @@ type mismatchSink struct {
 	calls atomic.Int32
 }
 
-func (m *mismatchSink) CompactThrough(ds string, seq uint64) (*format.Manifest, error) {
-	man, err := m.Sink.CompactThrough(ds, seq)
+func (m *mismatchSink) CompactThrough(ds string, seq uint64, version int) (*format.Manifest, error) {
+	man, err := m.Sink.CompactThrough(ds, seq, version)
 	if err != nil {
 		return nil, err
 	}
