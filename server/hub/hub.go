@@ -41,6 +41,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -610,17 +611,27 @@ func (h *Hub) Publish(dataset string, recs []format.Record) {
 	for len(conns) > fanChunk {
 		part := conns[:fanChunk]
 		conns = conns[fanChunk:]
-		wg.Go(func() {
-			for _, c := range part {
-				h.publishTo(c, &p)
-			}
-		})
+		wg.Go(func() { h.publishAll(part, &p) })
 	}
-	for _, c := range conns {
-		h.publishTo(c, &p)
-	}
+	h.publishAll(conns, &p)
 	wg.Wait()
 }
+
+// publishAll sends p to conns, yielding the processor every fanYield
+// subscribers: a fan-out's writes are a long run of syscalls, and the
+// goroutines of other requests (an ingest's answer) should not wait for
+// the scheduler's 10 ms preemption to get a turn.
+func (h *Hub) publishAll(conns []*conn, p *publication) {
+	for i, c := range conns {
+		if i > 0 && i%fanYield == 0 {
+			runtime.Gosched()
+		}
+		h.publishTo(c, p)
+	}
+}
+
+// fanYield is how many subscribers publishAll writes to between yields.
+const fanYield = 32
 
 // fanChunk is how many subscribers one goroutine of a Publish writes to.
 const fanChunk = 512
