@@ -178,7 +178,10 @@ func (l *Lake) PublishCooked(ctx context.Context, dataset string, cook func(*for
 // Failing that, it is removed and the first open downloads.
 func (l *Lake) keepUploaded(c *format.Container, loc string, committed bool) {
 	dir := l.opts.CacheDir
-	if !committed || dir == "" || filepath.Dir(c.Path()) != filepath.Clean(dir) {
+	// A local warehouse's vintage is mapped where it lies (si.Path), never
+	// from the cache: a container that took the copy path there (its
+	// rename failed: another filesystem) has no use as a cached copy.
+	if !committed || isLocal(loc) || dir == "" || filepath.Dir(c.Path()) != filepath.Clean(dir) {
 		c.Remove()
 		return
 	}
