@@ -1,18 +1,19 @@
 // Package hub fans snapshots and deltas out to companions over websockets.
 //
-// Each connection has exactly one writer goroutine (gorilla/websocket allows
-// one concurrent writer) fed by two queues: control messages and live
-// deltas (bounded; a consumer that lets it fill up is disconnected with a
-// reason rather than buffered forever) and bulk snapshot chunks (small and
-// blocking, so a transfer is paced by the socket). The server frames the
-// messages itself (wsconn.Options.ServerFrames): Publish encodes and
-// frames a live delta once, and writes the same bytes to each subscriber
-// that has nothing queued in one non-blocking write from the publishing
-// goroutine (wsconn.Conn.SendFramed; a few goroutines share a large
-// fan-out), so a row wakes no writer goroutine; what a socket does not
-// take at once is queued, and what queued up while a write was in flight
-// goes out in one write (still one websocket message each: the protocol
-// does not change). Subscribing takes the
+// Each connection has one writer goroutine fed by two queues: control
+// messages and live deltas (bounded; a consumer that lets it fill up is
+// disconnected with a reason rather than buffered forever) and bulk
+// snapshot chunks (small and blocking, so a transfer is paced by the
+// socket). The server frames the messages itself
+// (wsconn.Options.ServerFrames): Publish encodes and frames a live delta
+// once and writes the same bytes to each subscriber that has nothing
+// queued in one non-blocking write from the publishing goroutine
+// (wsconn.Conn.SendFramed, under the connection's write lock; a few
+// goroutines share a large fan-out and yield now and then), so a sparse
+// row wakes no writer goroutine; what a socket does not take at once is
+// queued, rows in a burst are queued, and what queued up goes out in one
+// write (still one websocket message each: the protocol does not
+// change). Subscribing takes the
 // dataset's head atomically with registering for live deltas (kdb+'s
 // .u.sub): the catch-up covers (client seq, head] and live delivery starts
 // after head, so there is no gap and no duplicate.
