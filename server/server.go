@@ -55,9 +55,11 @@ type Options struct {
 	// Keep snapshots per dataset (>= 2; the delta history reaches back to
 	// the oldest). Default 2.
 	Keep int
-	// FormatVersion is the snapshot format version compactions write
-	// (localcache.Options.FormatVersion; 0: format.FormatVersion): a
-	// fleet with companions of an older build keeps the version they read.
+	// FormatVersion is the snapshot format version the server writes:
+	// compactions (localcache.Options.FormatVersion), re-cooks (Replace)
+	// and rollbacks; 0: format.FormatVersion. A fleet with companions of
+	// an older build keeps the version they read (es serve
+	// --format-version).
 	FormatVersion int
 	// Hub options (queue sizes, ping interval).
 	Hub hub.Options
@@ -925,7 +927,7 @@ func (s *Server) Replace(name string, files []string, o cook.InputOptions) (*for
 	d, unlockD := s.lockOpen(name)
 	defer unlockD()
 	epoch, covers := s.nextEpoch(name)
-	wo := format.WriteOptions{Dataset: name, Epoch: epoch, CoversThroughSeq: covers}
+	wo := format.WriteOptions{Dataset: name, Epoch: epoch, CoversThroughSeq: covers, Version: s.opts.FormatVersion}
 	// With a lake, the snapshot is cooked straight into its Puffin file
 	// (written once); over a damaged dataset, through a directory. The
 	// cook runs under installReplacementWith's apply lock: on a replica,

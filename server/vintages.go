@@ -299,7 +299,7 @@ func (s *Server) Rollback(ctx context.Context, name, to string) (*RollbackResult
 	}
 	defer s.removeUploadDir(tmp)
 	dir := filepath.Join(tmp, "snap")
-	m, err := copyVintage(snap, dir, format.WriteOptions{Dataset: name, Epoch: epoch, CoversThroughSeq: covers})
+	m, err := copyVintage(snap, dir, format.WriteOptions{Dataset: name, Epoch: epoch, CoversThroughSeq: covers, Version: s.opts.FormatVersion})
 	if err != nil {
 		return nil, fmt.Errorf("rollback %s to %s: %w", name, v.Snapshot, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/energyscope/energyscope/localcache/format"
 	"github.com/energyscope/energyscope/server"
 	"github.com/energyscope/energyscope/server/deltalog"
 )
@@ -42,6 +43,7 @@ func runServe(e *env, args []string) error {
 	fs.DurationVar(&conn.FileChunkTimeout, "file-chunk-timeout", 60*time.Second, "each 256 KiB of a snapshot file download (/v1/files) must be written within this time, else it is cut")
 	fs.IntVar(&conn.MaxUnauthConns, "max-unauth-conns", 256, "open connections without a passed token check; over it the oldest is closed")
 	fs.StringVar(&natsURLs, "nats", "", "the delta log's external NATS JetStream cluster, nats://h1:4222,nats://h2:4222,... (default: an embedded node in HOME/nats)")
+	formatVersion := fs.Int("format-version", 0, "snapshot format version the server writes (compactions, PUT re-cooks, rollbacks): 0 = this build's; set it to the version companions of an older build read (see FORMAT.md, Compatibility)")
 	logWait := fs.Duration("log-wait", 2*time.Minute, "how long the start waits in all for the datasets' delta log streams (also each later reopen); a dataset whose log does not answer in time serves its snapshot, takes no rows and is retried every 5 s")
 	var lf lakeFlags
 	lf.add(fs)
@@ -52,6 +54,9 @@ func runServe(e *env, args []string) error {
 	}
 	if *keepVintages < 0 || *keepVintageDays < 0 {
 		return usagef("--keep-vintages and --keep-vintage-days must not be negative")
+	}
+	if *formatVersion != 0 && (*formatVersion < format.MinFormatVersion || *formatVersion > format.FormatVersion) {
+		return usagef("--format-version must be 0 (this build's, %d) or %d..%d, got %d", format.FormatVersion, format.MinFormatVersion, format.FormatVersion, *formatVersion)
 	}
 	if *logWait <= 0 {
 		return usagef("--log-wait must be a positive duration (like 30s or 2m), got %v", *logWait)
@@ -86,7 +91,7 @@ func runServe(e *env, args []string) error {
 		defer dl.Close()
 	}
 	srv, err := server.New(server.Options{Home: home, Logger: log, Tokens: tokens, CompactRows: *compactRows, CompactAt: compactAt, Keep: *keep,
-		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk, DeltaLog: dl, LogWait: *logWait,
+		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk, DeltaLog: dl, LogWait: *logWait, FormatVersion: *formatVersion,
 		KeepVintages: *keepVintages, KeepVintageFor: time.Duration(*keepVintageDays * float64(24*time.Hour))})
 	if err != nil {
 		return err
