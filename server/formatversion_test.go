@@ -10,8 +10,9 @@ import (
 
 // TestFormatVersionEverywhere: a server set to write format version 2
 // (es serve --format-version 2, for a fleet with companions of an older
-// build) writes it in a re-cook (PUT), a compaction and a rollback-free
-// second re-cook alike; a server left at 0 writes this build's version.
+// build) writes it in a re-cook (PUT) and a compaction alike; a server
+// left at 0 writes this build's version; one set to a version this build
+// does not write does not start.
 func TestFormatVersionEverywhere(t *testing.T) {
 	for _, tc := range []struct{ set, want int }{{2, 2}, {0, format.FormatVersion}} {
 		srv, err := New(Options{Home: t.TempDir(), CompactRows: -1, CompactBytes: -1, FormatVersion: tc.set})
