@@ -41,13 +41,8 @@ func Frame(kind int, data []byte) []byte {
 // deadline to a second away): the peer misbehaved or asked to close,
 // and gets a damaged last frame.
 func (c *Conn) SendFramed(b []byte) error {
-	if !c.opts.ServerFrames {
-		return ErrNotServerFrames
-	}
-	select {
-	case <-c.quit:
-		return ErrClosed
-	default:
+	if err := c.framedOpen(); err != nil {
+		return err
 	}
 	payload := len(b) - headerLenOf(b)
 	if c.raw != nil && c.pending.Load() == 0 && c.wmu.TryLock() {
@@ -101,6 +96,15 @@ func (c *Conn) SendFramed(b []byte) error {
 // write. For a burst of frames, which direct writes would send one write
 // each.
 func (c *Conn) QueueFramed(b []byte) error {
+	if err := c.framedOpen(); err != nil {
+		return err
+	}
+	return c.queue(frame{framed: true, data: b, payload: len(b) - headerLenOf(b)})
+}
+
+// framedOpen is why SendFramed and QueueFramed cannot take a frame: the
+// connection has no ServerFrames, or it is closed; nil if they can.
+func (c *Conn) framedOpen() error {
 	if !c.opts.ServerFrames {
 		return ErrNotServerFrames
 	}
@@ -109,7 +113,7 @@ func (c *Conn) QueueFramed(b []byte) error {
 		return ErrClosed
 	default:
 	}
-	return c.queue(frame{framed: true, data: b, payload: len(b) - headerLenOf(b)})
+	return nil
 }
 
 // headerLenOf is the header length of a frame made by Frame.

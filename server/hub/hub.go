@@ -309,7 +309,12 @@ func (c *conn) close(reason string) {
 // enqueue queues a control or delta frame without blocking; a full queue
 // cuts the consumer off.
 func (c *conn) enqueue(kind int, data []byte) bool {
-	err := c.w.Send(kind, data)
+	return c.sent(c.w.Send(kind, data))
+}
+
+// sent is whether a send succeeded; a full queue (SlowConsumerError)
+// cuts the consumer off.
+func (c *conn) sent(err error) bool {
 	var slow *wsconn.SlowConsumerError
 	if errors.As(err, &slow) {
 		c.h.slowCuts.Add(1)
@@ -323,19 +328,10 @@ func (c *conn) enqueue(kind int, data []byte) bool {
 // once when nothing is queued before it, else queued (a full queue cuts
 // the consumer off).
 func (c *conn) enqueueFramed(b []byte, direct bool) bool {
-	var err error
 	if direct {
-		err = c.w.SendFramed(b)
-	} else {
-		err = c.w.QueueFramed(b)
+		return c.sent(c.w.SendFramed(b))
 	}
-	var slow *wsconn.SlowConsumerError
-	if errors.As(err, &slow) {
-		c.h.slowCuts.Add(1)
-		c.h.opts.Logger.Warn("disconnecting slow consumer", "client", c.client, "queued", slow.Queued)
-		c.w.Close(wsconn.Reason{Code: websocket.CloseNormalClosure, Text: slow.Error(), Err: err})
-	}
-	return err == nil
+	return c.sent(c.w.QueueFramed(b))
 }
 
 func (c *conn) sendMsg(m *protocol.Message) bool {
