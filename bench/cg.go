@@ -31,19 +31,9 @@ func childCG(a childArgs) (map[string]any, error) {
 			return nil, err
 		}
 		defer st.Close()
-		s, err := snapshot.Open(a.snap)
-		if err != nil {
+		if sum, err = readEvery(st, a.snap); err != nil {
 			return nil, err
 		}
-		for row := range uint32(s.NumSeries()) {
-			r, err := st.Get(s.SeriesID(row), snapshot.MinTime, snapshot.MaxTime)
-			if err != nil {
-				return nil, err
-			}
-			sum += sumValues(r.Points.Values)
-			r.Release()
-		}
-		s.Close()
 		for range a.cgPasses {
 			if sum, err = cgStore(st, qs, sum); err != nil {
 				return nil, err
