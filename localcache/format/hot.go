@@ -55,9 +55,12 @@ import (
 // and at 36 uint32 the record stride, 16 + L rounded up to 8 (reserved
 // bytes then 40..60). A record is version 2's first 16 bytes, then L
 // bytes: the id's bytes, zero-padded, when it is at most L bytes long,
-// else the uint64 byte offset of the id in index.arrow and zeros. L keeps
-// all but 1% of the ids of at most 48 bytes inline (chooseInline): a
-// function of the ids. The file is R + stride*n bytes.
+// else the uint64 byte offset of the id in index.arrow and zeros. L is 16
+// or 48 (32- or 64-byte records, never across a 64-byte line), the
+// smaller when it keeps all but 1% of the ids of at most 48 bytes inline
+// (chooseInline): a function of the ids. Readers also take the other
+// lengths 8..48 that earlier version 3 writers chose. The file is
+// R + stride*n bytes.
 const (
 	hashVersion2    = 2
 	hashVersion3    = 3
@@ -71,15 +74,44 @@ const (
 )
 
 // recordStride is the size of a version 3 record with ids of up to
-// inline bytes inside it.
+// inline bytes inside it: 16 + inline rounded up to 8. A record of this
+// build's writer is 32 or 64 bytes (chooseInline), so that no record
+// straddles two 64-byte lines; a reader takes any stride of this rule,
+// which the snapshots of earlier version 3 writers used.
 func recordStride(inline uint32) uint32 { return (recordHead + inline + 7) &^ 7 }
 
-// chooseInline is L of version 3 for ids: the length of 8..48 that keeps
-// inside their records all but 1% of the ids of at most 48 bytes (the
-// smallest such length): a lookup then reads its id from the record,
+// Version 3's two record sizes: every record in one 64-byte line (records
+// start on a 64-byte boundary). A 56-byte record, which ids of up to 40
+// bytes gave before, straddles two lines in every other row, and a lookup
+// at full scale was 1.3x slower than version 2's 32-byte records
+// (BENCHMARKS.md "The record stride").
+const (
+	shortInline = HotRecordSize - recordHead // 16: 32-byte records
+	longInline  = maxInline                  // 48: 64-byte records
+)
+
+// chooseInline is L of version 3 for ids: 16 (32-byte records) when all
+// but 1% of the ids of at most 48 bytes are at most 16 bytes long, else
+// 48 (64-byte records). A lookup then reads its id from the record,
 // unless the id is one of the longest ones, and one long id does not
 // make every record longer.
 func chooseInline(ids func(row uint32) string, n int) uint32 {
+	if inlineNeed(ids, n) <= shortInline {
+		return shortInline
+	}
+	return longInline
+}
+
+// legacyInline is L as version 3 writers chose it before 64-byte records:
+// inlineNeed, at least 8. Verify accepts it, so that a snapshot of such a
+// writer still checks clean.
+func legacyInline(ids func(row uint32) string, n int) uint32 {
+	return max(inlineNeed(ids, n), minInline)
+}
+
+// inlineNeed is the smallest length that keeps all but 1% of the ids of
+// at most 48 bytes (0 when there is none).
+func inlineNeed(ids func(row uint32) string, n int) uint32 {
 	var count [maxInline + 1]int // count[l]: ids of l bytes
 	short := 0
 	for r := range uint32(n) {
@@ -91,10 +123,10 @@ func chooseInline(ids func(row uint32) string, n int) uint32 {
 	need, have := short-short/100, 0
 	for l := range uint32(maxInline + 1) {
 		if have += count[l]; have >= need {
-			return max(l, minInline)
+			return l
 		}
 	}
-	return minInline // no id: need is 0, reached at l = 0
+	return 0 // not reached: need <= short
 }
 
 // HotRecord is the record of one series in index.hash version 2 (or built
@@ -553,7 +585,7 @@ func verifyHot(hb, ib, db []byte, x *Index, d *Data) error {
 		return err
 	}
 	if h.version == hashVersion3 {
-		if want := chooseInline(x.ID, x.N); h.inline != want {
+		if want := chooseInline(x.ID, x.N); h.inline != want && h.inline != legacyInline(x.ID, x.N) {
 			return corrupt(HashFile, 32, "inline id length %d, the ids give %d", h.inline, want)
 		}
 	}

@@ -3,6 +3,7 @@ package format
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,8 +41,8 @@ func TestInlineIDs(t *testing.T) {
 	}
 	hb := readFile(t, dir, HashFile)
 	L, stride := binary.LittleEndian.Uint32(hb[32:]), binary.LittleEndian.Uint32(hb[36:])
-	if L != 9 || stride != 32 {
-		t.Fatalf("inline %d stride %d, want 9 and 32 (ids of 9 bytes, 8 longer ones)", L, stride)
+	if L != 16 || stride != 32 {
+		t.Fatalf("inline %d stride %d, want 16 and 32 (ids of 9 bytes, 8 longer ones)", L, stride)
 	}
 	xf, err := mmap.Open(filepath.Join(dir, IndexFile))
 	if err != nil {
@@ -136,8 +137,10 @@ func offsetOf(t *testing.T, b []byte, s string) uint64 {
 	return at
 }
 
-// TestChooseInline: L keeps all but 1% of the ids of at most 48 bytes
-// inside their records, within 8..48.
+// TestChooseInline: L is 16 (32-byte records) when all but 1% of the
+// ids of at most 48 bytes fit in 16 bytes, else 48 (64-byte records);
+// legacyInline is the smallest length that keeps them (at least 8), as
+// version 3 writers chose it before.
 func TestChooseInline(t *testing.T) {
 	many := func(n, l int) []int {
 		out := make([]int, n)
@@ -147,25 +150,142 @@ func TestChooseInline(t *testing.T) {
 		return out
 	}
 	for _, c := range []struct {
-		lens []int
-		want uint32
+		lens         []int
+		want, legacy uint32
 	}{
-		{nil, minInline},
-		{[]int{1, 2, 3}, minInline},
-		{[]int{9, 9, 9, 9}, 9},
-		{[]int{30, 30, 30, 1000}, 30},           // the long one out of line
-		{[]int{60, 60, 60}, minInline},          // none fits: the smallest records
-		{[]int{33, 33, 33, 38, 38}, 38},         // fewer than 100 ids: all of them
-		{append(many(200, 20), 40, 41), 20},     // 2 of 202: the 1% out of line
-		{append(many(200, 20), 40, 41, 42), 40}, // 3 of 203: one more than 1%
-		{[]int{48, 49}, 48},
+		{nil, 16, minInline},
+		{[]int{1, 2, 3}, 16, minInline},
+		{[]int{9, 9, 9, 9}, 16, 9},
+		{[]int{16, 16, 16}, 16, 16},
+		{[]int{17, 17, 17}, 48, 17},
+		{[]int{30, 30, 30, 1000}, 48, 30},           // the long one out of line
+		{[]int{60, 60, 60}, 16, minInline},          // none fits: the smallest records
+		{[]int{33, 33, 33, 38, 38}, 48, 38},         // fewer than 100 ids: all of them
+		{append(many(200, 12), 40, 41), 16, 12},     // 2 of 202: the 1% out of line
+		{append(many(200, 12), 40, 41, 42), 48, 40}, // 3 of 203: one more than 1%
+		{[]int{48, 49}, 48, 48},
 	} {
 		ids := make([]string, len(c.lens))
 		for i, l := range c.lens {
 			ids[i] = strings.Repeat("a", l)
 		}
-		if got := chooseInline(func(r uint32) string { return ids[r] }, len(ids)); got != c.want {
+		id := func(r uint32) string { return ids[r] }
+		if got := chooseInline(id, len(ids)); got != c.want {
 			t.Errorf("lengths %v: L %d, want %d", c.lens, got, c.want)
 		}
+		if got := legacyInline(id, len(ids)); got != c.legacy {
+			t.Errorf("lengths %v: legacy L %d, want %d", c.lens, got, c.legacy)
+		}
+		if got := recordStride(chooseInline(id, len(ids))); got != 32 && got != 64 {
+			t.Errorf("lengths %v: stride %d", c.lens, got)
+		}
+	}
+}
+
+// TestLegacyInlineStillOpens: a version 3 snapshot of a writer before
+// 64-byte records (L the ids' smallest length, here 38: 56-byte records)
+// still verifies, opens and looks up every id; an L that neither rule
+// gives is refused by Verify.
+func TestLegacyInlineStillOpens(t *testing.T) {
+	tb := &Table{}
+	for i := range 300 {
+		id := fmt.Sprintf("DATASET.REGION-%03d.SERIES-%06d", i%7, i) // 32 bytes
+		if i%40 == 3 {
+			id += ".LONG6" // 38
+		}
+		tb.Series = append(tb.Series, SeriesMeta{ID: id, Frequency: Daily})
+		tb.Append(uint32(i), int64(i)*86400, float64(i))
+	}
+	dir, m := writeSnap(t, tb, WriteOptions{})
+	if hb := readFile(t, dir, HashFile); binary.LittleEndian.Uint32(hb[32:]) != 48 || binary.LittleEndian.Uint32(hb[36:]) != 64 {
+		t.Fatalf("this writer: inline %d stride %d, want 48 and 64", binary.LittleEndian.Uint32(hb[32:]), binary.LittleEndian.Uint32(hb[36:]))
+	}
+	// withInline rewrites dir's index.hash as a writer choosing L would
+	// have written it (records rebuilt at its stride, checksums fixed).
+	withInline := func(dir string, L uint32) {
+		t.Helper()
+		xf, err := mmap.Open(filepath.Join(dir, IndexFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer xf.Close()
+		df, err := mmap.Open(filepath.Join(dir, DataFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer df.Close()
+		x, err := OpenIndex(xf.Bytes, m.PeriodType, m.Series)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+		d, err := OpenData(df.Bytes, m.PeriodType, m.Batches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		_, recs, err := buildHotTables(x, d, xf.Bytes, df.Bytes, L)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := readFile(t, dir, HashFile)
+		log2, n, nb := binary.LittleEndian.Uint32(old[12:]), binary.LittleEndian.Uint32(old[16:]), binary.LittleEndian.Uint32(old[24:])
+		slotAt, recAt, size := hotLayout(uint64(log2), uint64(n), uint64(nb), uint64(recordStride(L)))
+		b := make([]byte, size)
+		copy(b, old[:slotAt+8<<log2])
+		copy(b[recAt:], recs)
+		binary.LittleEndian.PutUint32(b[32:], L)
+		binary.LittleEndian.PutUint32(b[36:], recordStride(L))
+		binary.LittleEndian.PutUint32(b[28:], hotCRC(b, slotAt, recAt))
+		binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
+		put(t, dir, HashFile, b)
+		fi, err := HashFileInfo(filepath.Join(dir, HashFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		editManifest(t, dir, func(m *Manifest) { *m.File(HashFile) = fi })
+	}
+	legacy := copyDir(t, dir)
+	withInline(legacy, 38)
+	if _, err := Verify(legacy); err != nil {
+		t.Fatalf("a 56-byte-record snapshot: %v", err)
+	}
+	var files [3]*mmap.File
+	for i, name := range []string{HashFile, IndexFile, DataFile} {
+		f, err := mmap.Open(filepath.Join(legacy, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files[i] = f
+	}
+	x, err := OpenIndex(files[1].Bytes, m.PeriodType, m.Series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	d, err := OpenData(files[2].Bytes, m.PeriodType, m.Batches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h, err := OpenHot(3, files[0].Bytes, files[1].Bytes, files[2].Bytes, x, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.stride != 56 || h.inline != 38 {
+		t.Fatalf("opened stride %d inline %d, want 56 and 38", h.stride, h.inline)
+	}
+	for row := range uint32(x.N) {
+		if r, ok := h.Lookup(x.ID(row)); !ok || r != row {
+			t.Fatalf("Lookup(%q) = %d, %v; want row %d", x.ID(row), r, ok, row)
+		}
+	}
+	neither := copyDir(t, dir)
+	withInline(neither, 30)
+	if _, err := Verify(neither); err == nil {
+		t.Fatal("Verify passed an inline length that no writer chooses for these ids")
+	} else {
+		wantCorruption(t, err, HashFile)
 	}
 }
