@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"math"
 	"sync/atomic"
 	"unsafe"
 
@@ -676,10 +675,7 @@ func (t *HotIndex) HotRangeDays(row uint32, fd, td int64) (days []int32, values 
 	// lookup).
 	base := unsafe.Pointer(unsafe.SliceData(t.data))
 	pp, n := unsafe.Add(base, l.periodsAt+4*off), uint(length)
-	lo, hi := searchDays(pp, n, fd), n
-	if td < math.MaxInt32 {
-		hi = searchDays(pp, n, td+1)
-	}
+	lo, hi := rangeOf[int32](pp, n, fd, td)
 	if lo >= hi {
 		return
 	}
@@ -704,10 +700,7 @@ func (t *HotIndex) HotRangeSecs(row uint32, from, to int64) (secs []int64, value
 	freq, ok = freqByCode[*(*uint8)(unsafe.Add(rb, 13))&7], true
 	base := unsafe.Pointer(unsafe.SliceData(t.data))
 	pp, n := unsafe.Add(base, l.periodsAt+8*off), uint(length)
-	lo, hi := searchSecs(pp, n, from), n
-	if to < math.MaxInt64 {
-		hi = searchSecs(pp, n, to+1)
-	}
+	lo, hi := rangeOf[int64](pp, n, from, to)
 	if lo >= hi {
 		return
 	}
@@ -725,28 +718,81 @@ func mkSlice[T any](p unsafe.Pointer, n uint) (s []T) {
 	return s
 }
 
-// searchDays is the index of the first of the n days at p that is >= d
-// (sort.Search without the closure call a probe; p and n checked by the
-// caller).
-func searchDays(p unsafe.Pointer, n uint, d int64) uint {
-	lo, hi := uint(0), n
-	for lo < hi {
-		m := (lo + hi) >> 1
-		if int64(*(*int32)(unsafe.Add(p, 4*m))) < d {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+// rangeOf is [lo, hi) of the n (> 0) sorted periods at p (int32 days or
+// int64 seconds; p and n checked by the caller) with from <= period <= to.
+//
+// The first and the last period are read first (two loads in parallel):
+// a range that covers an end of the series needs no search for that end.
+// An end inside the series is searched from where it would be if the
+// periods were evenly spaced (interpolation), galloping out from that
+// guess, then bisecting what the gallop bracketed. The periods of a
+// series are close to evenly spaced (a frequency, with weekends, holidays
+// or a gap), so the guess is at or next to the answer: a lookup reads the
+// line of the guess, where the binary search over the whole series read a
+// chain of about log2(n/16) dependent lines, each a likely cache miss
+// (BENCHMARKS.md "Interpolated range ends"). Any order of the periods,
+// even a corrupt one, gives lo and hi within [0, n] in O(log n) probes.
+func rangeOf[T int32 | int64](p unsafe.Pointer, n uint, from, to int64) (lo, hi uint) {
+	first, last := int64(at[T](p, 0)), int64(at[T](p, n-1))
+	if from > last || to < first {
+		return 0, 0
 	}
-	return lo
+	// The guess's scale: first < x <= last below, so last > first.
+	scale := float64(n-1) / (float64(last) - float64(first))
+	lo, hi = 0, n
+	if from > first {
+		lo = searchFrom[T](p, n, from, guess(from, first, scale, n))
+	}
+	if to < last {
+		hi = searchFrom[T](p, n, to+1, guess(to+1, first, scale, n))
+	}
+	return lo, hi
 }
 
-// searchSecs is searchDays for seconds.
-func searchSecs(p unsafe.Pointer, n uint, t int64) uint {
-	lo, hi := uint(0), n
+// guess is where x would be among n periods from first, evenly spaced at
+// 1/scale: an index in [0, n).
+func guess(x, first int64, scale float64, n uint) uint {
+	g := (float64(x) - float64(first)) * scale
+	if !(g >= 0) { // NaN too
+		return 0
+	}
+	return min(uint(g), n-1)
+}
+
+// at is the i-th period at p, as T.
+func at[T int32 | int64](p unsafe.Pointer, i uint) T {
+	return *(*T)(unsafe.Add(p, uintptr(i)*unsafe.Sizeof(T(0))))
+}
+
+// searchFrom is the index of the first of the n periods at p that is >=
+// x (sort.Search's answer over sorted periods), searched from index g <
+// n: a gallop from g in the answer's direction (steps 1, 2, 4, ...)
+// brackets it, a bisection finds it.
+func searchFrom[T int32 | int64](p unsafe.Pointer, n uint, x int64, g uint) uint {
+	var lo, hi uint // the answer is in [lo, hi]
+	if int64(at[T](p, g)) < x {
+		lo, hi = g+1, n
+		for i, step := g+1, uint(1); i < n; i, step = i+step, step<<1 {
+			if int64(at[T](p, i)) >= x {
+				hi = i
+				break
+			}
+			lo = i + 1
+		}
+	} else {
+		hi = g
+		for step := uint(1); step <= hi; step <<= 1 {
+			i := hi - step
+			if int64(at[T](p, i)) < x {
+				lo = i + 1
+				break
+			}
+			hi = i
+		}
+	}
 	for lo < hi {
 		m := (lo + hi) >> 1
-		if *(*int64)(unsafe.Add(p, 8*m)) < t {
+		if int64(at[T](p, m)) < x {
 			lo = m + 1
 		} else {
 			hi = m
