@@ -17,6 +17,8 @@ import (
 //
 //	bench-probe --child ab --home H2 --snap S2 --home2 H3 --snap2 S3 --gets 100000
 func childAB(a childArgs) (map[string]any, error) {
+	var r localcache.Result
+	defer r.Release()
 	qs, err := queriesFromSnapshot(a.snap, a.n, a.seed)
 	if err != nil {
 		return nil, err
@@ -48,7 +50,7 @@ func childAB(a childArgs) (map[string]any, error) {
 				for i := range block {
 					q := &block[i]
 					t0 := time.Now()
-					r, err := stores[side].Get(q.ID, q.From, q.To)
+					err := stores[side].GetInto(q.ID, q.From, q.To, &r)
 					if err != nil {
 						return nil, err
 					}

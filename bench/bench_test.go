@@ -81,6 +81,8 @@ func BenchmarkOpen(b *testing.B) {
 }
 
 func BenchmarkGet(b *testing.B) {
+	var r localcache.Result
+	defer r.Release()
 	fixture(b)
 	st, err := localcache.Open(fx.home, &localcache.Options{ReadOnly: true})
 	if err != nil {
@@ -94,7 +96,7 @@ func BenchmarkGet(b *testing.B) {
 	for b.Loop() {
 		q := &fx.qs[i%len(fx.qs)]
 		i++
-		r, err := st.Get(q.ID, q.From, q.To)
+		err := st.GetInto(q.ID, q.From, q.To, &r)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -106,6 +108,8 @@ func BenchmarkGet(b *testing.B) {
 }
 
 func BenchmarkGetNoRead(b *testing.B) {
+	var r localcache.Result
+	defer r.Release()
 	fixture(b)
 	st, err := localcache.Open(fx.home, &localcache.Options{ReadOnly: true})
 	if err != nil {
@@ -117,7 +121,7 @@ func BenchmarkGetNoRead(b *testing.B) {
 	for b.Loop() {
 		q := &fx.qs[i%len(fx.qs)]
 		i++
-		r, err := st.Get(q.ID, q.From, q.To)
+		err := st.GetInto(q.ID, q.From, q.To, &r)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -66,9 +66,11 @@ func childCG(a childArgs) (map[string]any, error) {
 //
 //go:noinline
 func cgStore(st *localcache.Store, qs []query, sum float64) (float64, error) {
+	var r localcache.Result
+	defer r.Release()
 	for i := range qs {
 		q := &qs[i]
-		r, err := st.Get(q.ID, q.From, q.To)
+		err := st.GetInto(q.ID, q.From, q.To, &r)
 		if err != nil {
 			return 0, err
 		}

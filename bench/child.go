@@ -122,6 +122,8 @@ func runChild(a childArgs) error {
 // a home would), RSS right after, then the first lookup, then re-opens in
 // the same process.
 func childOpen(a childArgs) (map[string]any, error) {
+	var r localcache.Result
+	defer r.Release()
 	base := procStatus()
 	var ru0, ru1 unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
@@ -153,7 +155,7 @@ func childOpen(a childArgs) (map[string]any, error) {
 	if a.id != "" {
 		unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 		t1 := time.Now()
-		r, err := st.Get(a.id, snapshot.MinTime, snapshot.MaxTime)
+		err := st.GetInto(a.id, snapshot.MinTime, snapshot.MaxTime, &r)
 		if err != nil {
 			return nil, err
 		}
@@ -250,10 +252,14 @@ func sumPeriods(p snapshot.Points) float64 {
 // timeGets times each Store.Get + reading every point + Release
 // individually with time.Now.
 func timeGets(st *localcache.Store, qs []query, lat []time.Duration) (points int64, sum float64, err error) {
+	// One Result for every lookup: GetInto writes it in place (BENCHMARKS.md
+	// "Returning the Result").
+	var r localcache.Result
+	defer r.Release()
 	for i := range qs {
 		q := &qs[i]
 		t0 := time.Now()
-		r, err := st.Get(q.ID, q.From, q.To)
+		err := st.GetInto(q.ID, q.From, q.To, &r)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -267,11 +273,13 @@ func timeGets(st *localcache.Store, qs []query, lat []time.Duration) (points int
 
 // untimedGets runs the queries back to back and returns the mean per call.
 func untimedGets(st *localcache.Store, qs []query) (time.Duration, float64) {
+	var r localcache.Result
+	defer r.Release()
 	var sum float64
 	t0 := time.Now()
 	for i := range qs {
 		q := &qs[i]
-		r, err := st.Get(q.ID, q.From, q.To)
+		err := st.GetInto(q.ID, q.From, q.To, &r)
 		if err != nil {
 			continue
 		}
@@ -297,6 +305,8 @@ func latStats(out map[string]any, prefix string, lat []time.Duration) {
 // then every series is read once through the store and the same queries
 // run again: the steady state of a server that has been up a while.
 func childGet(a childArgs) (map[string]any, error) {
+	var r localcache.Result
+	defer r.Release()
 	qs, err := queriesFromSnapshot(a.snap, a.n, a.seed)
 	if err != nil {
 		return nil, err
@@ -333,7 +343,7 @@ func childGet(a childArgs) (map[string]any, error) {
 
 	t0 := time.Now()
 	for _, id := range ids {
-		r, err := st.Get(id, snapshot.MinTime, snapshot.MaxTime)
+		err := st.GetInto(id, snapshot.MinTime, snapshot.MaxTime, &r)
 		if err != nil {
 			return nil, err
 		}
@@ -370,7 +380,7 @@ func childGet(a childArgs) (map[string]any, error) {
 	for i := range qs {
 		q := &qs[i]
 		t0 := time.Now()
-		r, err := st.Get(q.ID, q.From, q.To)
+		err := st.GetInto(q.ID, q.From, q.To, &r)
 		if err != nil {
 			return nil, err
 		}

@@ -29,6 +29,8 @@ const pairBlock = 1000
 // child, store 0.99 vs 0.99), so the ratio flatters the store. It is for
 // comparing two builds of the store on a loaded machine.
 func childPair(a childArgs) (map[string]any, error) {
+	var r localcache.Result
+	defer r.Release()
 	qs, err := queriesFromSnapshot(a.snap, a.n, a.seed)
 	if err != nil {
 		return nil, err
@@ -65,7 +67,7 @@ func childPair(a childArgs) (map[string]any, error) {
 					for i := range block {
 						q := &block[i]
 						t0 := time.Now()
-						r, err := st.Get(q.ID, q.From, q.To)
+						err := st.GetInto(q.ID, q.From, q.To, &r)
 						if err != nil {
 							return nil, err
 						}
@@ -114,6 +116,8 @@ func childPair(a childArgs) (map[string]any, error) {
 // st (its whole range), so that a timed pass meets warm mappings, and
 // returns the sum of the values (kept live against the optimizer).
 func readEvery(st *localcache.Store, snapDir string) (float64, error) {
+	var r localcache.Result
+	defer r.Release()
 	s, err := snapshot.Open(snapDir)
 	if err != nil {
 		return 0, err
@@ -121,7 +125,7 @@ func readEvery(st *localcache.Store, snapDir string) (float64, error) {
 	defer s.Close()
 	var sum float64
 	for row := range uint32(s.NumSeries()) {
-		r, err := st.Get(s.SeriesID(row), snapshot.MinTime, snapshot.MaxTime)
+		err := st.GetInto(s.SeriesID(row), snapshot.MinTime, snapshot.MaxTime, &r)
 		if err != nil {
 			return 0, err
 		}

@@ -126,6 +126,9 @@ type reading struct {
 	// statement before its return): the guard then skips recover, which
 	// on the lookup path cost more than the check (~13 instructions).
 	done bool
+	// res, when set, is the caller's Result, which the guard empties on a
+	// fault (its reference is r.snap's, which the guard releases).
+	res *Result
 }
 
 // guard is deferred by every store method that reads mapped bytes. It
@@ -154,6 +157,9 @@ func (s *Store) guard(old bool, r *reading, err *error) {
 	if r.snap != nil {
 		r.snap.Unref()
 		r.snap = nil
+	}
+	if r.res != nil {
+		*r.res = Result{}
 	}
 	cause := &format.CorruptionError{File: "mapped snapshot file", Offset: -1,
 		Err: fmt.Errorf("memory fault at %#x reading a mapping (the file shrank or its disk failed): %w", fe.Addr(), fe)}

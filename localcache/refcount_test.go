@@ -210,3 +210,46 @@ func TestSwapUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// GetInto releases what its Result held before it writes the new one: a
+// loop reusing one Result keeps only the snapshot of its last lookup
+// mapped, and a failed lookup leaves the zero Result, holding nothing.
+func TestGetIntoReleasesWhatItHeld(t *testing.T) {
+	home := t.TempDir()
+	_, dirA := publish(t, home, "ds", versionTable(3, 1), format.WriteOptions{Epoch: 1})
+	st, err := localcache.Open(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var r localcache.Result
+	if err := st.GetInto("S1", snapshot.MinTime, snapshot.MaxTime, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !allEqual(r.Points, 1, 30) || r.Dataset != "ds" || r.Frequency != format.Daily {
+		t.Fatalf("GetInto read %+v", r)
+	}
+	_, dirB := publish(t, home, "ds", versionTable(3, 2), format.WriteOptions{Epoch: 2})
+	if err := st.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	wantMapped(t, dirA, true) // r holds it
+	if err := st.GetInto("ds:S2", utc("2024-01-01"), utc("2024-01-10"), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !allEqual(r.Points, 2, 10) {
+		t.Fatalf("GetInto after the swap read %v", r.Points.Values)
+	}
+	wantMapped(t, dirA, false) // released by the second GetInto
+	if err := st.GetInto("nope", snapshot.MinTime, snapshot.MaxTime, &r); !errors.Is(err, localcache.ErrNotFound) {
+		t.Fatalf("GetInto(nope) = %v, want ErrNotFound", err)
+	}
+	if r.Points.Len() != 0 || r.Dataset != "" {
+		t.Fatalf("a failed GetInto left %+v", r)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantMapped(t, dirB, false) // r held nothing after the failed lookup
+	r.Release()                // harmless on the zero Result
+}

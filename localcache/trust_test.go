@@ -574,3 +574,65 @@ func TestTrustTruncatedMappingUnderWrites(t *testing.T) {
 		})
 	}
 }
+
+// GetInto over a mapping that shrank underneath: the fault is an
+// ErrDamaged error, the caller's Result is left empty (it held the good
+// dataset's snapshot before: released, not leaked), and the damaged
+// snapshot's reference is released, so that an install over it unmaps it.
+func TestTrustGetIntoFaultEmptiesResult(t *testing.T) {
+	home := liveTempDir(t)
+	liveCook(t, home, "good", trustTable("G", 3, 10), format.WriteOptions{Epoch: 1})
+	mb := liveCook(t, home, "bad", trustTable("B", 50, 20), format.WriteOptions{Epoch: 1})
+	spare := liveCopyDir(t, trustSnapDir(home, "bad", mb))
+	s := liveOpen(t, home, &Options{ScrubBytesPerSec: -1})
+	defer s.Close()
+	refs := func(ds string) int64 {
+		t.Helper()
+		for _, d := range s.list.Load().ds {
+			if d.name == ds {
+				return d.cur.Load().snap.Refs()
+			}
+		}
+		t.Fatalf("no dataset %s", ds)
+		return 0
+	}
+	good0, bad := refs("good"), s.list.Load().ds[0].cur.Load().snap
+	if s.list.Load().ds[0].name != "bad" {
+		t.Fatal("datasets out of name order")
+	}
+	bad0 := bad.Refs()
+	var r Result
+	if err := s.GetInto("good:G1", snapshot.MinTime, snapshot.MaxTime, &r); err != nil || r.Points.Len() != 400 {
+		t.Fatalf("GetInto(good:G1): %d points, %v", r.Points.Len(), err)
+	}
+	if refs("good") != good0+1 {
+		t.Fatalf("good refs %d with a Result held, want %d", refs("good"), good0+1)
+	}
+	if err := os.Truncate(filepath.Join(trustSnapDir(home, "bad", mb), format.DataFile), 0); err != nil {
+		t.Fatal(err)
+	}
+	err := s.GetInto("bad:B7", snapshot.MinTime, snapshot.MaxTime, &r)
+	if !errors.Is(err, ErrDamaged) {
+		t.Fatalf("GetInto from a truncated data.arrow: %v, want ErrDamaged", err)
+	}
+	if r.Points.Len() != 0 || r.Dataset != "" || r.snap != nil {
+		t.Fatalf("the Result after a fault: %+v", r)
+	}
+	if m := s.Metrics(); m.Faults != 1 {
+		t.Fatalf("%d faults, want 1", m.Faults)
+	}
+	if refs("good") != good0 {
+		t.Fatalf("good refs %d after GetInto moved on, want %d", refs("good"), good0)
+	}
+	if bad.Refs() != bad0 {
+		t.Fatalf("damaged snapshot refs %d after the fault, want %d (a reference leaked)", bad.Refs(), bad0)
+	}
+	r.Release()
+	if _, err := s.Install("bad", spare); err != nil {
+		t.Fatalf("install over the damaged dataset: %v", err)
+	}
+	if bad.Refs() != 0 {
+		t.Fatalf("damaged snapshot refs %d after the install, want 0 (unmapped)", bad.Refs())
+	}
+	trustWantServes(t, s, "bad:B7", 27)
+}
