@@ -4,11 +4,12 @@
 // Open maps data.arrow, index.arrow, index.hash and tail.parquet (when the
 // snapshot has a cold tier), checks the manifest, the sizes and the
 // headers, and decodes nothing proportional to the data.
-// A lookup is: xxh3 of the id -> slot of index.hash -> the series' 32-byte
-// hot record in index.hash (its id's position in index.arrow is compared,
-// then batch, offset, length, tier and frequency are read from it) -> the
-// batch's column positions in data.arrow -> binary search of the period
-// range inside the mapped period column (format.HotIndex; a format
+// A lookup is: xxh3 of the id -> slot of index.hash -> the series' hot
+// record in index.hash (its id compared: in the record in format version
+// 3, in index.arrow before; then batch, offset, length, tier and frequency
+// are read from it) -> the batch's column positions in data.arrow -> the
+// period range inside the mapped period column, from the series' first
+// and last period and an interpolated guess (format.HotIndex; a format
 // version 1 snapshot gets its records built at open). Points returned by Get alias the mapping: they are valid
 // only while the caller holds a reference (TryRef ... Unref). Series of the
 // cold tier are decoded per row group of tail.parquet on first use and
@@ -383,7 +384,7 @@ func (s *Snapshot) GetFrequency(row uint32, from, to int64) (Points, format.Freq
 // than copying nine words of Points back up. On error *p is left empty.
 //
 // A hot series is narrowed by format's HotRangeDays/HotRangeSecs: the
-// record, its checks and the binary searches in one frame, the points
+// record, its checks and the range search in one frame, the points
 // stored field by field (a Points literal is built on the stack, zeroed
 // and copied: ~20 instructions more a lookup).
 func (s *Snapshot) GetInto(row uint32, from, to int64, p *Points) (format.Frequency, error) {
