@@ -222,7 +222,8 @@ func TestCompactUnsortedBase(t *testing.T) {
 			tb.Append(uint32(s), day0+int64(p)*86400, float64(s*1000+p))
 		}
 	}
-	m := liveCook(t, home, "d", tb, format.WriteOptions{Epoch: 1})
+	// Format version 3: the hot records are rewritten below in its layout.
+	m := liveCook(t, home, "d", tb, format.WriteOptions{Epoch: 1, Version: 3})
 	// Every series monthly in index.arrow: the frequency column's bytes
 	// are the five "D"s in a row.
 	idx := filepath.Join(home, DatasetsDir, "d", format.SnapshotsDir, m.SnapshotID, format.IndexFile)

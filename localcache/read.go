@@ -189,10 +189,10 @@ func (s *Store) get(ref string, from, to int64, r *reading, res *Result) (err er
 				break // damaged: locate says how (the series may be in a later dataset)
 			}
 			r.d, r.snap = d, rs.snap
-			row, ok := rs.snap.Lookup(ref)
+			row, rec, ok := rs.snap.Find(ref)
 			if ok && !rs.delta.Touched(row) {
 				res.Dataset, res.snap = d.name, rs.snap
-				if res.Frequency, err = rs.snap.GetInto(row, from, to, &res.Points); err != nil {
+				if res.Frequency, err = rs.snap.GetIntoRec(row, rec, from, to, &res.Points); err != nil {
 					r.snap = nil
 					res.Release()
 					return fmt.Errorf("get %s: %w", ref, s.damagedIf(d, err))

@@ -6,9 +6,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // fuzzSnap is a real written snapshot used as seed corpus and, for the
@@ -46,6 +48,8 @@ func fuzzSnapshots(f testing.TB) []fuzzSnap {
 			{empty, 0, 0},
 			{noRows, 0, 0},
 			{goldenTable(false), 0, 2},
+			{goldenTable(false), 0, 3},
+			{randomTable(rng, 30, 12, false), 20, 3},
 		} {
 			dir, m := writeSnap(f, c.tb, WriteOptions{BatchRows: c.batch, Version: c.version})
 			s := fuzzSnap{
@@ -245,13 +249,14 @@ func FuzzOpenData(f *testing.F) {
 }
 
 // FuzzOpenHot: a damaged index.hash (versions 2 and 3: slots, batch
-// table, records with or without the ids) over the real index.arrow and data.arrow. Open refuses it with a
+// table, records with or without the ids; version 4: directory, row
+// table, records in hash order) over the real index.arrow and data.arrow. Open refuses it with a
 // CorruptionError or serves it; serving never panics, never returns a row
 // that does not exist, and never slices points outside data.arrow (a
 // damaged record may misdirect a lookup to another row, as damaged data
 // gives wrong values: the scrub's chunk hashes and Verify catch both). Each
 // input is offered as every version (version 1: records built at open;
-// versions 2 and 3 refuse each other's files by the version field).
+// versions 2, 3 and 4 refuse each other's files by the version field).
 var fuzzSink float64
 
 func FuzzOpenHot(f *testing.F) {
@@ -273,13 +278,22 @@ func FuzzOpenHot(f *testing.F) {
 		}
 		defer d.Close()
 		b = aligned(b)
-		for _, version := range []int{1, 2, 3} {
+		for _, version := range []int{1, 2, 3, 4} {
 			h, err := OpenHot(version, b, ib, db, x, d)
 			if err != nil {
 				isCorruption(t, err)
 				continue
 			}
 			for _, id := range append(s.ids, "", "missing", "PET.RWTC.D\x00") {
+				if rec, ok := h.Find(id); ok {
+					// Find's record is in range and names a row.
+					if int(rec) >= x.N {
+						t.Fatalf("Find(%q) = record %d of %d", id, rec, x.N)
+					}
+					if row, ok := h.Row(rec); ok && int(row) >= x.N {
+						t.Fatalf("Find(%q): record %d names row %d of %d", id, rec, row, x.N)
+					}
+				}
 				if r, ok := h.Lookup(id); ok && int(r) >= x.N {
 					t.Fatalf("Lookup(%q) = row %d of %d", id, r, x.N)
 				} else if got, idOK := h.ID(r); ok && (!idOK || got != id) {
@@ -345,6 +359,10 @@ func FuzzOpenHot(f *testing.F) {
 // decline (hok).
 func checkHotRange(t *testing.T, h *HotIndex, row uint32, hok bool, hf Frequency, days []int32, secs []int64, vals []float64) {
 	t.Helper()
+	rec, ok := h.Rec(row)
+	if !ok {
+		rec = math.MaxUint32
+	}
 	var ps []int64
 	for _, d := range days {
 		ps = append(ps, int64(d))
@@ -363,14 +381,26 @@ func checkHotRange(t *testing.T, h *HotIndex, row uint32, hok bool, hf Frequency
 		var rok bool
 		if days != nil || (secs == nil && !h.secs) {
 			from, to = max(from, math.MinInt32), min(to, math.MaxInt32)
-			rd, rv, rf, rok = h.HotRangeDays(row, from, to)
+			rd, rv, rf, rok = h.HotRangeDays(rec, from, to)
 		} else {
-			rs, rv, rf, rok = h.HotRangeSecs(row, from, to)
+			rs, rv, rf, rok = h.HotRangeSecs(rec, from, to)
 		}
 		if rok != hok || rf != hf {
 			t.Fatalf("row %d [%d, %d]: HotRange* ok %v %q, HotDays/HotSecs %v %q", row, from, to, rok, rf, hok, hf)
 		}
 		if !rok {
+			continue
+		}
+		if !slices.IsSorted(ps) {
+			// A record misdirected to points out of order (damage): the
+			// range search promises only a part of the series' points.
+			lo := 0
+			if len(rv) > 0 {
+				lo = int((uintptr(unsafe.Pointer(&rv[0])) - uintptr(unsafe.Pointer(&vals[0]))) / 8)
+			}
+			if len(rv) != len(rd)+len(rs) || lo < 0 || lo+len(rv) > len(vals) || (len(rd) > 0 && &rd[0] != &days[lo]) || (len(rs) > 0 && &rs[0] != &secs[lo]) {
+				t.Fatalf("row %d [%d, %d] (periods out of order): HotRange* gives %d/%d/%d points outside the series' %d", row, from, to, len(rd), len(rs), len(rv), len(vals))
+			}
 			continue
 		}
 		lo := sort.Search(len(ps), func(i int) bool { return ps[i] >= from })

@@ -83,8 +83,8 @@ type Hash struct {
 	table   []byte
 	mask    uint64
 	n       uint32
-	version int    // 1, 2 or 3
-	log2    uint32 // of the slot count
+	version int    // 1, 2, 3 or 4
+	log2    uint32 // of the slot count (version 4: of the bucket count)
 	batches uint32 // versions 2 and 3: data.arrow's batch count
 	stride  uint32 // versions 2 and 3: bytes a hot record
 	inline  uint32 // version 3: the longest id stored in its record
@@ -108,7 +108,7 @@ func OpenHash(b []byte, series int) (Hash, error) {
 		if got, want := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); got != want {
 			return Hash{}, corrupt(f, 28, "header checksum %08x, want %08x", got, want)
 		}
-	case hashVersion2, hashVersion3:
+	case hashVersion2, hashVersion3, hashVersion4:
 		header = hotHeaderSize
 		if len(b) < hotHeaderSize {
 			return Hash{}, corrupt(f, 0, "file is %d bytes, shorter than its %d-byte header", len(b), hotHeaderSize)
@@ -124,6 +124,9 @@ func OpenHash(b []byte, series int) (Hash, error) {
 			if b[i] != 0 {
 				return Hash{}, corrupt(f, int64(i), "reserved header byte is %#x, not 0", b[i])
 			}
+		}
+		if v == hashVersion4 {
+			return openHash4(b, series)
 		}
 	default:
 		return Hash{}, corrupt(f, 8, "unsupported version %d", v)
@@ -191,7 +194,7 @@ func (h Hash) Lookup(id string, idAt func(row uint32) string) (uint32, bool) {
 // own row.
 func verifyHash(b []byte, ids func(row uint32) string, n int) error {
 	h, err := OpenHash(b, n)
-	if err != nil {
+	if err != nil || h.version == hashVersion4 { // no slot table: verifyHot4
 		return err
 	}
 	if got, want := crc32.Checksum(h.table, castagnoli), binary.LittleEndian.Uint32(b[20:]); got != want {

@@ -180,8 +180,12 @@ type HotIndex struct {
 	// strings is a runtime.memequal call (~20 instructions a lookup).
 	secs bool
 	// stride is the bytes of a record (32 in version 2), inline the
-	// longest id stored inside its record (version 3; 0: none is).
+	// longest id stored inside its record (versions 3 and 4; 0: none is).
 	stride, inline uint64
+	// Version 4: the directory and the row table (nil before), and the
+	// shift that leaves a hash's bucket (64 - k).
+	dir, pos []byte
+	shift    uint64
 	// Built is true when the records were built in memory at open (a
 	// version 1 snapshot) rather than read from index.hash.
 	Built bool
@@ -250,6 +254,11 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 		}
 		t.stride, t.inline = uint64(h.stride), uint64(h.inline)
 		_, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches), t.stride)
+		if h.version == hashVersion4 {
+			var dirAt, posAt uint64
+			dirAt, posAt, recAt, _ = hotLayout4(uint64(h.log2), uint64(h.n), uint64(h.batches))
+			t.dir, t.pos, t.shift = hb[dirAt:posAt], hb[posAt:recAt], 64-uint64(h.log2)
+		}
 		batches = hb[batchAt : batchAt+batchLocSize*uint64(h.batches)]
 		t.recs = hb[recAt:]
 	}
@@ -279,13 +288,33 @@ func (p PeriodType) size() int {
 	return 4
 }
 
-// Lookup returns the index row of id: the slot, then the record's id bytes.
+// Lookup returns the index row of id: Find, then the record's row, whose
+// entry in the row table must be that record (version 4: a damaged file
+// finds nothing rather than a row that names another record).
+func (t *HotIndex) Lookup(id string) (uint32, bool) {
+	rec, ok := t.Find(id)
+	if !ok || t.pos == nil {
+		return rec, ok
+	}
+	row, ok := t.Row(rec)
+	if r, ok2 := t.Rec(row); !ok || !ok2 || r != rec {
+		return 0, false
+	}
+	return row, true
+}
+
+// Find returns the record of id (its position among the records, for
+// HotRangeDays and HotRangeSecs): in version 4 the bucket's records in
+// the directory (find4), before it the slot, whose record is the row's.
 //
 // The slot and the record are read without bounds checks: OpenHot checked
 // that the slot table has mask+1 slots and that there are n records, and
 // a row is compared with n before its record is read. This is the first
 // half of every lookup (BENCHMARKS.md "Serving snapshot v2").
-func (t *HotIndex) Lookup(id string) (uint32, bool) {
+func (t *HotIndex) Find(id string) (uint32, bool) {
+	if t.pos != nil {
+		return t.find4(id)
+	}
 	hv := HashID(id)
 	tag := uint32(hv >> 32)
 	slots := unsafe.Pointer(unsafe.SliceData(t.slots))
@@ -302,26 +331,7 @@ func (t *HotIndex) Lookup(id string) (uint32, bool) {
 			if t.cold.Load() > 0 {
 				t.prefetch(row)
 			}
-			// idIs, with an inline id of 8 bytes or more compared here a
-			// word at a time, the last word overlapping the one before (a
-			// string == is a runtime.memequal call and its general loop:
-			// ~45 instructions for a 20-byte id; BENCHMARKS.md "Fewer
-			// instructions on the mapped Get").
-			if n := uintptr(len(id)); n >= 8 && uint64(n) <= t.inline {
-				rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
-				if uintptr(*(*uint16)(unsafe.Add(rb, 14))) != n {
-					continue
-				}
-				p, q := unsafe.Add(rb, recordHead), unsafe.Pointer(unsafe.StringData(id))
-				i := uintptr(0)
-				for ; i < n-8 && *(*uint64)(unsafe.Add(p, i)) == *(*uint64)(unsafe.Add(q, i)); i += 8 {
-				}
-				if i >= n-8 && *(*uint64)(unsafe.Add(p, n-8)) == *(*uint64)(unsafe.Add(q, n-8)) {
-					return row, true
-				}
-				continue
-			}
-			if t.idIs(row, id) {
+			if t.sameID(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride), id) {
 				return row, true
 			}
 		}
@@ -329,15 +339,45 @@ func (t *HotIndex) Lookup(id string) (uint32, bool) {
 	return 0, false
 }
 
-// prefetch is Lookup's help to the first lookups after open, whose pages
-// may not be in the page cache: with the record of the candidate row read
-// (row < t.n), it asks the kernel for the id's bytes and the series'
-// points at once (mmap.WillNeed), so that the id compare and the reads of
-// the points wait for about one disk read instead of three in a row
+// sameID reports whether the record at rb (inside t.recs) is id's: in the
+// record (versions 3 and 4, an id of at most t.inline bytes: inside the
+// record's stride, which OpenHot checked) or in index.arrow.
+//
+// An inline id of 8 bytes or more is compared a word at a time, the last
+// word overlapping the one before (a string == is a runtime.memequal call
+// and its general loop: ~45 instructions for a 20-byte id; BENCHMARKS.md
+// "Fewer instructions on the mapped Get").
+func (t *HotIndex) sameID(rb unsafe.Pointer, id string) bool {
+	n := uintptr(len(id))
+	if uintptr(*(*uint16)(unsafe.Add(rb, 14))) != n {
+		return false
+	}
+	if uint64(n) <= t.inline {
+		if n < 8 {
+			return unsafe.String((*byte)(unsafe.Add(rb, recordHead)), n) == id
+		}
+		p, q := unsafe.Add(rb, recordHead), unsafe.Pointer(unsafe.StringData(id))
+		i := uintptr(0)
+		for ; i < n-8 && *(*uint64)(unsafe.Add(p, i)) == *(*uint64)(unsafe.Add(q, i)); i += 8 {
+		}
+		return i >= n-8 && *(*uint64)(unsafe.Add(p, n-8)) == *(*uint64)(unsafe.Add(q, n-8))
+	}
+	at := *(*uint64)(unsafe.Add(rb, 16))
+	if at > uint64(len(t.index)) || uint64(n) > uint64(len(t.index))-at {
+		return false
+	}
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.index)), at)), n) == id
+}
+
+// prefetch is Find's help to the first lookups after open, whose pages
+// may not be in the page cache: with the candidate record rec read (rec <
+// t.n), it asks the kernel for the id's bytes and the series' points at
+// once (mmap.WillNeed), so that the id compare and the reads of the
+// points wait for about one disk read instead of three in a row
 // (BENCHMARKS.md "Serving snapshot v2": the first lookup after a cold open).
-func (t *HotIndex) prefetch(row uint32) {
+func (t *HotIndex) prefetch(rec uint32) {
 	t.cold.Add(-1)
-	rb := t.recs[uint64(row)*t.stride:][:t.stride]
+	rb := t.recs[uint64(rec)*t.stride:][:t.stride]
 	if l, at := uint64(binary.LittleEndian.Uint16(rb[14:])), binary.LittleEndian.Uint64(rb[16:]); l > t.inline && at <= uint64(len(t.index)) && l <= uint64(len(t.index))-at {
 		mmap.WillNeed(t.index[at : at+l])
 	}
@@ -349,25 +389,6 @@ func (t *HotIndex) prefetch(row uint32) {
 	ps := uint64(t.pt.size())
 	mmap.WillNeed(t.data[l.periodsAt+ps*off:][:min(ps*n, prefetchBytes)])
 	mmap.WillNeed(t.data[l.valuesAt+8*off:][:min(8*n, prefetchBytes)])
-}
-
-// idIs reports whether the id of index row row (< t.n) is id: in the
-// record (version 3, an id of at most t.inline bytes: inside the record's
-// stride, which OpenHot checked) or in index.arrow.
-func (t *HotIndex) idIs(row uint32, id string) bool {
-	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
-	l := uint64(*(*uint16)(unsafe.Add(rb, 14)))
-	if l != uint64(len(id)) {
-		return false
-	}
-	if l <= t.inline {
-		return unsafe.String((*byte)(unsafe.Add(rb, recordHead)), l) == id
-	}
-	at := *(*uint64)(unsafe.Add(rb, 16))
-	if at > uint64(len(t.index)) || l > uint64(len(t.index))-at {
-		return false
-	}
-	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.index)), at)), l) == id
 }
 
 // HotDays is Record and Slice of a hot series of a date32 snapshot in
@@ -405,10 +426,12 @@ func (t *HotIndex) HotSecs(row uint32) (secs []int64, values []float64, freq Fre
 // the start of its periods and of its values in data.arrow, its length
 // (> 0) and its frequency code.
 func (t *HotIndex) hotSpan(row uint32, psize uint64) (periods, values unsafe.Pointer, n int, freq uint8, ok bool) {
-	if row >= t.n {
+	rec, ok := t.Rec(row)
+	if !ok {
 		return
 	}
-	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
+	ok = false
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(rec)*t.stride)
 	batch, off, length := *(*uint32)(rb), uint64(*(*uint32)(unsafe.Add(rb, 4))), *(*uint32)(unsafe.Add(rb, 8))
 	if *(*uint8)(unsafe.Add(rb, 12)) != uint8(Hot) || length == 0 || batch >= uint32(len(t.locs)) {
 		return
@@ -425,10 +448,11 @@ func (t *HotIndex) hotSpan(row uint32, psize uint64) (periods, values unsafe.Poi
 // Record returns the record of index row row; ok is false when there is
 // no such row.
 func (t *HotIndex) Record(row uint32) (r HotRecord, ok bool) {
-	if row >= t.n {
+	rec, ok := t.Rec(row)
+	if !ok {
 		return HotRecord{}, false
 	}
-	rb := t.recs[uint64(row)*t.stride:][:t.stride]
+	rb := t.recs[uint64(rec)*t.stride:][:t.stride]
 	return HotRecord{
 		Batch:  binary.LittleEndian.Uint32(rb),
 		Offset: binary.LittleEndian.Uint32(rb[4:]),
@@ -540,6 +564,9 @@ func offsetIn(b []byte, p unsafe.Pointer) (uint64, bool) {
 // buildHash2 builds index.hash version 2 or 3 for the rows of x over
 // index.arrow and data.arrow's bytes.
 func buildHash2(version int, x *Index, d *Data, ib, db []byte) ([]byte, error) {
+	if version == hashVersion4 {
+		return buildHash4(x, d, ib, db)
+	}
 	var inline uint32
 	stride := uint64(HotRecordSize)
 	if version == hashVersion3 {
@@ -582,6 +609,9 @@ func verifyHot(hb, ib, db []byte, x *Index, d *Data) error {
 	h, err := OpenHash(hb, x.N)
 	if err != nil || h.version == hashVersion {
 		return err
+	}
+	if h.version == hashVersion4 {
+		return verifyHot4(hb, ib, db, x, d, h)
 	}
 	if h.version == hashVersion3 {
 		if want := chooseInline(x.ID, x.N); h.inline != want && h.inline != legacyInline(x.ID, x.N) {
@@ -654,12 +684,13 @@ func buildHashFromBytes(version int, ib, db []byte, pt PeriodType, series, batch
 // the two binary searches in one frame (HotDays + hotSpan + the caller's
 // narrowing were three calls and ~110 instructions of a lookup; BENCHMARKS.md
 // "Fewer instructions on the mapped Get"). ok as for HotDays; when the
-// range holds no point, days and values are nil and ok is true.
-func (t *HotIndex) HotRangeDays(row uint32, fd, td int64) (days []int32, values []float64, freq Frequency, ok bool) {
-	if t.secs || row >= t.n {
+// range holds no point, days and values are nil and ok is true. rec is
+// the series' record: Find's, or Rec of its row.
+func (t *HotIndex) HotRangeDays(rec uint32, fd, td int64) (days []int32, values []float64, freq Frequency, ok bool) {
+	if t.secs || rec >= t.n {
 		return
 	}
-	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(rec)*t.stride)
 	batch, off, length := *(*uint32)(rb), uint64(*(*uint32)(unsafe.Add(rb, 4))), *(*uint32)(unsafe.Add(rb, 8))
 	if *(*uint8)(unsafe.Add(rb, 12)) != uint8(Hot) || length == 0 || batch >= uint32(len(t.locs)) {
 		return
@@ -684,11 +715,11 @@ func (t *HotIndex) HotRangeDays(row uint32, fd, td int64) (days []int32, values 
 
 // HotRangeSecs is HotRangeDays for a snapshot of timestamp periods, with
 // from <= period <= to in seconds.
-func (t *HotIndex) HotRangeSecs(row uint32, from, to int64) (secs []int64, values []float64, freq Frequency, ok bool) {
-	if !t.secs || row >= t.n {
+func (t *HotIndex) HotRangeSecs(rec uint32, from, to int64) (secs []int64, values []float64, freq Frequency, ok bool) {
+	if !t.secs || rec >= t.n {
 		return
 	}
-	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride)
+	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(rec)*t.stride)
 	batch, off, length := *(*uint32)(rb), uint64(*(*uint32)(unsafe.Add(rb, 4))), *(*uint32)(unsafe.Add(rb, 8))
 	if *(*uint8)(unsafe.Add(rb, 12)) != uint8(Hot) || length == 0 || batch >= uint32(len(t.locs)) {
 		return

@@ -32,7 +32,7 @@ func TestInlineIDs(t *testing.T) {
 		tb.Series = append(tb.Series, SeriesMeta{ID: id, Frequency: Daily})
 		tb.Append(uint32(i), int64(i)*86400, float64(i))
 	}
-	dir, m := writeSnap(t, tb, WriteOptions{})
+	dir, m := writeSnap(t, tb, WriteOptions{Version: 3})
 	if m.Version != 3 {
 		t.Fatalf("wrote version %d", m.Version)
 	}
@@ -196,7 +196,7 @@ func TestLegacyInlineStillOpens(t *testing.T) {
 		tb.Series = append(tb.Series, SeriesMeta{ID: id, Frequency: Daily})
 		tb.Append(uint32(i), int64(i)*86400, float64(i))
 	}
-	dir, m := writeSnap(t, tb, WriteOptions{})
+	dir, m := writeSnap(t, tb, WriteOptions{Version: 3})
 	if hb := readFile(t, dir, HashFile); binary.LittleEndian.Uint32(hb[32:]) != 48 || binary.LittleEndian.Uint32(hb[36:]) != 64 {
 		t.Fatalf("this writer: inline %d stride %d, want 48 and 64", binary.LittleEndian.Uint32(hb[32:]), binary.LittleEndian.Uint32(hb[36:]))
 	}

@@ -24,7 +24,7 @@ func TestLookupComparesEveryIDByte(t *testing.T) {
 		tb.Series = append(tb.Series, SeriesMeta{ID: id, Frequency: Daily})
 		tb.Append(uint32(n-1), int64(n)*86400, float64(n))
 	}
-	dir, m := writeSnap(t, tb, WriteOptions{})
+	dir, m := writeSnap(t, tb, WriteOptions{Version: 3})
 	hb := readFile(t, dir, HashFile)
 	if L := binary.LittleEndian.Uint32(hb[32:]); L != 48 {
 		t.Fatalf("inline %d, want 48", L)

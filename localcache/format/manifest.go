@@ -28,11 +28,12 @@ const (
 	// FormatName and FormatVersion identify the snapshot format in
 	// manifest.json. FormatVersion is what Write writes; readers take
 	// MinFormatVersion..FormatVersion. Version 2 added the hot records to
-	// index.hash (hot.go), version 3 the ids inside them; data.arrow,
-	// index.arrow and tail.parquet are the same in all three and carry
+	// index.hash (hot.go), version 3 the ids inside them, version 4 put
+	// them in hash order behind a bucket directory (hot4.go); data.arrow,
+	// index.arrow and tail.parquet are the same in all four and carry
 	// fileVersion in their own metadata.
 	FormatName       = "energyscope-snapshot"
-	FormatVersion    = 3
+	FormatVersion    = 4
 	MinFormatVersion = 1
 
 	// ChunkSize is the unit of transfer and of per-chunk hashes.

@@ -60,10 +60,11 @@ func (x *Index) BufferSpans(b []byte) []Span {
 // range or the record points outside index.arrow (a damaged file; Verify
 // reports it).
 func (t *HotIndex) ID(row uint32) (id string, ok bool) {
-	if row >= t.n {
+	rec, ok := t.Rec(row)
+	if !ok {
 		return "", false
 	}
-	rb := t.recs[uint64(row)*t.stride:][:t.stride]
+	rb := t.recs[uint64(rec)*t.stride:][:t.stride]
 	l, at := uint64(binary.LittleEndian.Uint16(rb[14:])), binary.LittleEndian.Uint64(rb[16:])
 	if l <= t.inline {
 		return unsafe.String(&rb[recordHead], l), true

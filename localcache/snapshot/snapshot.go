@@ -329,6 +329,18 @@ func (s *Snapshot) Lookup(id string) (uint32, bool) {
 	return s.hot.Lookup(id)
 }
 
+// Find is Lookup that also returns the series' record, for GetIntoRec.
+func (s *Snapshot) Find(id string) (row, rec uint32, ok bool) {
+	rec, ok = s.hot.Find(id)
+	if !ok {
+		return 0, 0, false
+	}
+	if row, ok = s.hot.Row(rec); !ok {
+		return 0, 0, false
+	}
+	return row, rec, true
+}
+
 // Points are the periods and values of one series in a range. Exactly one
 // of Days (date32 snapshots, days since the epoch) and Secs (timestamp
 // snapshots, seconds) is non-nil unless the range is empty. The slices may
@@ -388,11 +400,22 @@ func (s *Snapshot) GetFrequency(row uint32, from, to int64) (Points, format.Freq
 // stored field by field (a Points literal is built on the stack, zeroed
 // and copied: ~20 instructions more a lookup).
 func (s *Snapshot) GetInto(row uint32, from, to int64, p *Points) (format.Frequency, error) {
-	if days, vals, freq, ok := s.hot.HotRangeDays(row, dayBound(from, false), dayBound(to, true)); ok {
+	rec, ok := s.hot.Rec(row)
+	if !ok {
+		rec = math.MaxUint32 // no record: slowSlice's Record says why
+	}
+	return s.GetIntoRec(row, rec, from, to, p)
+}
+
+// GetIntoRec is GetInto of index row row whose record Find gave as rec
+// (the lookup path: in a format version 4 snapshot Rec would read the row
+// table for it).
+func (s *Snapshot) GetIntoRec(row, rec uint32, from, to int64, p *Points) (format.Frequency, error) {
+	if days, vals, freq, ok := s.hot.HotRangeDays(rec, dayBound(from, false), dayBound(to, true)); ok {
 		p.Days, p.Secs, p.Values = days, nil, vals
 		return freq, nil
 	}
-	if secs, vals, freq, ok := s.hot.HotRangeSecs(row, from, to); ok {
+	if secs, vals, freq, ok := s.hot.HotRangeSecs(rec, from, to); ok {
 		p.Days, p.Secs, p.Values = nil, secs, vals
 		return freq, nil
 	}

@@ -1,0 +1,189 @@
+package format
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/energyscope/energyscope/localcache/internal/mmap"
+)
+
+// v4Open opens the hot tables of a snapshot directory over hb (its
+// index.hash, possibly damaged), without Verify.
+func v4Open(t *testing.T, dir string, m *Manifest, hb []byte) (*HotIndex, *Index) {
+	t.Helper()
+	xf, err := mmap.Open(filepath.Join(dir, IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { xf.Close() })
+	df, err := mmap.Open(filepath.Join(dir, DataFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { df.Close() })
+	x, err := OpenIndex(xf.Bytes, m.PeriodType, m.Series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	d, err := OpenData(df.Bytes, m.PeriodType, m.Batches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	h, err := OpenHot(m.Version, aligned(hb), xf.Bytes, df.Bytes, x, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, x
+}
+
+// v4Table has n daily series with ids of 1 to MaxSeriesIDLen bytes (most
+// inline, every 37th longer than 40 bytes: in index.arrow).
+func v4Table(n int) *Table {
+	tb := &Table{}
+	for i := range n {
+		id := fmt.Sprintf("S%d", i)
+		switch {
+		case i%37 == 5:
+			id += "." + strings.Repeat("x", 40+i%50)
+		case i == 11:
+			id = strings.Repeat("L", MaxSeriesIDLen)
+		case i == 12:
+			id = "z"
+		}
+		tb.Series = append(tb.Series, SeriesMeta{ID: id, Frequency: Daily})
+		tb.Append(uint32(i), int64(i)*86400, float64(i))
+		tb.Append(uint32(i), int64(i+1)*86400, float64(i)+0.5)
+	}
+	return tb
+}
+
+// TestV4Lookups: format version 4 finds every id, inline or not, at the
+// record whose row is its row; Rec and Row are inverse; misses miss; the
+// records are in bucket order with about four a bucket; Verify passes.
+func TestV4Lookups(t *testing.T) {
+	tb := v4Table(5000)
+	dir, m := writeSnap(t, tb, WriteOptions{})
+	if m.Version != 4 {
+		t.Fatalf("wrote version %d", m.Version)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+	hb := readFile(t, dir, HashFile)
+	h, x := v4Open(t, dir, m, hb)
+	if k := binary.LittleEndian.Uint32(hb[12:]); k != bucketLog2(5000) || 1<<k < 5000/8 || 1<<k > 5000/2 {
+		t.Fatalf("2^%d buckets for 5000 series", k)
+	}
+	prev := uint64(0)
+	for rec := range uint32(x.N) {
+		row, ok := h.Row(rec)
+		if !ok {
+			t.Fatalf("record %d names no row", rec)
+		}
+		if b := HashID(x.ID(row)) >> h.shift; b < prev {
+			t.Fatalf("record %d (bucket %d) after bucket %d", rec, b, prev)
+		} else {
+			prev = b
+		}
+	}
+	for row := range uint32(x.N) {
+		id := x.ID(row)
+		rec, ok := h.Find(id)
+		if !ok {
+			t.Fatalf("Find(%.20q) missed", id)
+		}
+		if r, ok := h.Row(rec); !ok || r != row {
+			t.Fatalf("Find(%.20q) = record %d of row %d, want row %d", id, rec, r, row)
+		}
+		if r, ok := h.Rec(row); !ok || r != rec {
+			t.Fatalf("Rec(%d) = %d, %v; want %d", row, r, ok, rec)
+		}
+		if r, ok := h.Lookup(id); !ok || r != row {
+			t.Fatalf("Lookup(%.20q) = %d, %v", id, r, ok)
+		}
+		if got, ok := h.ID(row); !ok || got != id {
+			t.Fatalf("ID(%d) = %.20q, %v", row, got, ok)
+		}
+		days, vals, _, ok := h.HotRangeDays(rec, math.MinInt32, math.MaxInt32)
+		wd, wv, _, wok := h.HotDays(row)
+		if !ok || !wok || len(days) != 2 || &days[0] != &wd[0] || &vals[0] != &wv[0] || vals[1] != vals[0]+0.5 {
+			t.Fatalf("HotRangeDays(record of row %d) = %v %v %v, HotDays %v %v", row, days, vals, ok, wd, wv)
+		}
+		for _, miss := range []string{id + "?", "?" + id, id[:len(id)-1] + "?"} { // no id has a '?'
+			if _, ok := h.Find(miss); ok {
+				t.Fatalf("Find(%.20q) found a record", miss)
+			}
+		}
+	}
+}
+
+// TestV4DamageServesSafely: a version 4 index.hash damaged past its
+// checksums (as a disk could, before the scrub sees it) is served without
+// a fault or a row out of range: a directory entry beyond the records
+// finds nothing in its bucket, a row table entry naming another record
+// makes that row's lookups and Record refuse, a record naming a row out
+// of range is found by Find but named by no Lookup.
+func TestV4DamageServesSafely(t *testing.T) {
+	tb := v4Table(400)
+	dir, m := writeSnap(t, tb, WriteOptions{})
+	orig := readFile(t, dir, HashFile)
+	k, n := binary.LittleEndian.Uint32(orig[12:]), binary.LittleEndian.Uint32(orig[16:])
+	dirAt, posAt, recAt, _ := hotLayout4(uint64(k), uint64(n), uint64(binary.LittleEndian.Uint32(orig[24:])))
+	h0, x := v4Open(t, dir, m, orig)
+	const victim = 7 // a row whose record the cases damage
+	vrec, _ := h0.Rec(victim)
+	vid := x.ID(victim)
+	bucket := HashID(vid) >> h0.shift
+
+	t.Run("directory beyond the records", func(t *testing.T) {
+		b := append([]byte(nil), orig...)
+		binary.LittleEndian.PutUint32(b[dirAt+4*(bucket+1):], n+1000)
+		h, _ := v4Open(t, dir, m, b)
+		if _, ok := h.Find(vid); ok {
+			t.Fatal("found an id through a directory entry beyond the records")
+		}
+		for row := range uint32(n) {
+			if r, ok := h.Lookup(x.ID(row)); ok && r != row {
+				t.Fatalf("Lookup(%.20q) = row %d, want %d or nothing", x.ID(row), r, row)
+			}
+		}
+	})
+	t.Run("row table names another record", func(t *testing.T) {
+		b := append([]byte(nil), orig...)
+		binary.LittleEndian.PutUint32(b[posAt+4*victim:], (vrec+1)%n)
+		h, _ := v4Open(t, dir, m, b)
+		if r, ok := h.Lookup(vid); ok {
+			t.Fatalf("Lookup of the damaged row's id = %d", r)
+		}
+		if _, ok := h.Record(victim); ok {
+			t.Fatal("Record of a row whose table entry names another record")
+		}
+		if _, ok := h.ID(victim); ok {
+			t.Fatal("ID of a row whose table entry names another record")
+		}
+		if _, ok := h.Rec(victim); ok {
+			t.Fatal("Rec of a row whose table entry names another record")
+		}
+	})
+	t.Run("record names a row out of range", func(t *testing.T) {
+		b := append([]byte(nil), orig...)
+		binary.LittleEndian.PutUint32(b[recAt+v4Stride*uint64(vrec)+v4RowAt:], n+5)
+		h, _ := v4Open(t, dir, m, b)
+		rec, ok := h.Find(vid)
+		if !ok || rec != vrec {
+			t.Fatalf("Find = %d, %v; want the record %d", rec, ok, vrec)
+		}
+		if r, ok := h.Row(rec); ok {
+			t.Fatalf("Row of a record naming row %d = %d", n+5, r)
+		}
+		if r, ok := h.Lookup(vid); ok {
+			t.Fatalf("Lookup = row %d", r)
+		}
+	})
+}
