@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/energyscope/energyscope/localcache/internal/mmap"
+	"github.com/energyscope/energyscope/localcache/internal/prefetch"
 )
 
 // index.hash version 2 (format version 2) adds, around the slot table of
@@ -710,7 +711,12 @@ func (t *HotIndex) HotRangeDays(rec uint32, fd, td int64) (days []int32, values 
 	if lo >= hi {
 		return
 	}
-	return mkSlice[int32](unsafe.Add(pp, 4*lo), hi-lo), mkSlice[float64](unsafe.Add(base, l.valuesAt+8*(off+uint64(lo))), hi-lo), freq, true
+	vp := unsafe.Add(base, l.valuesAt+8*(off+uint64(lo)))
+	if hi-lo > prefetchPoints {
+		prefetch.Range(uintptr(vp), 8*uintptr(hi-lo))
+		prefetch.Range(uintptr(pp)+4*uintptr(lo), 4*uintptr(hi-lo))
+	}
+	return mkSlice[int32](unsafe.Add(pp, 4*lo), hi-lo), mkSlice[float64](vp, hi-lo), freq, true
 }
 
 // HotRangeSecs is HotRangeDays for a snapshot of timestamp periods, with
@@ -735,8 +741,21 @@ func (t *HotIndex) HotRangeSecs(rec uint32, from, to int64) (secs []int64, value
 	if lo >= hi {
 		return
 	}
-	return mkSlice[int64](unsafe.Add(pp, 8*lo), hi-lo), mkSlice[float64](unsafe.Add(base, l.valuesAt+8*(off+uint64(lo))), hi-lo), freq, true
+	vp := unsafe.Add(base, l.valuesAt+8*(off+uint64(lo)))
+	if hi-lo > prefetchPoints {
+		prefetch.Range(uintptr(vp), 8*uintptr(hi-lo))
+		prefetch.Range(uintptr(pp)+8*uintptr(lo), 8*uintptr(hi-lo))
+	}
+	return mkSlice[int64](unsafe.Add(pp, 8*lo), hi-lo), mkSlice[float64](vp, hi-lo), freq, true
 }
+
+// prefetchPoints is the longest range a lookup returns without asking
+// the CPU to load its lines ahead (prefetch.Range): the values of a
+// longer one span more than two cache lines, the first of which the
+// caller would wait for one after the other (BENCHMARKS.md "Prefetching
+// the points": a one-year range of a daily series); a shorter one is
+// read before the prefetch would help.
+const prefetchPoints = 16
 
 // mkSlice is the slice of the n values of type T at p, which the caller
 // has checked lie inside a mapping (unsafe.Slice without its checks).
