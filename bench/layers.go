@@ -21,20 +21,11 @@ func init() { heavyModes["layers"] = childLayers }
 // store and the snapshot first, as in the get child, and every layer
 // reads the points it gets (BENCHMARKS.md "Returning the Result").
 func childLayers(a childArgs) (map[string]any, error) {
-	res, err := loadResident(a.snap)
+	res, st, sum, closePeers, err := openPeers(a)
 	if err != nil {
 		return nil, err
 	}
-	defer res.release()
-	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	sum, err := readEvery(st, a.snap)
-	if err != nil {
-		return nil, err
-	}
+	defer closePeers()
 	s, err := snapshot.Open(a.snap)
 	if err != nil {
 		return nil, err

@@ -38,20 +38,11 @@ func childPair(a childArgs) (map[string]any, error) {
 	if len(qs) == 0 {
 		return nil, fmt.Errorf("no queries")
 	}
-	res, err := loadResident(a.snap)
+	res, st, sum, closePeers, err := openPeers(a)
 	if err != nil {
 		return nil, err
 	}
-	defer res.release()
-	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	sum, err := readEvery(st, a.snap)
-	if err != nil {
-		return nil, err
-	}
+	defer closePeers()
 	for i := range qs {
 		q := qs[i]
 		q.From, q.To = snapshot.MinTime/2, snapshot.MaxTime/2
@@ -115,6 +106,25 @@ func childPair(a childArgs) (map[string]any, error) {
 // readEvery reads every series of the snapshot at snapDir once through
 // st (its whole range), so that a timed pass meets warm mappings, and
 // returns the sum of the values (kept live against the optimizer).
+// openPeers loads the resident path of a.snap and opens the store of
+// a.home read-only, every series read once through it (readEvery); sum is
+// that read's. closePeers releases both.
+func openPeers(a childArgs) (res *resident, st *localcache.Store, sum float64, closePeers func(), err error) {
+	if res, err = loadResident(a.snap); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	if st, err = localcache.Open(a.home, &localcache.Options{ReadOnly: true}); err != nil {
+		res.release()
+		return nil, nil, 0, nil, err
+	}
+	closePeers = func() { st.Close(); res.release() }
+	if sum, err = readEvery(st, a.snap); err != nil {
+		closePeers()
+		return nil, nil, 0, nil, err
+	}
+	return res, st, sum, closePeers, nil
+}
+
 func readEvery(st *localcache.Store, snapDir string) (float64, error) {
 	var r localcache.Result
 	defer r.Release()

@@ -11,9 +11,9 @@ import (
 	"github.com/energyscope/energyscope/localcache/internal/mmap"
 )
 
-// v4Open opens the hot tables of a snapshot directory over hb (its
-// index.hash, possibly damaged), without Verify.
-func v4Open(t *testing.T, dir string, m *Manifest, hb []byte) (*HotIndex, *Index) {
+// openParts maps index.arrow and data.arrow of a snapshot directory and
+// opens them (closed at the end of the test).
+func openParts(t *testing.T, dir string, m *Manifest) (ib, db []byte, x *Index, d *Data) {
 	t.Helper()
 	xf, err := mmap.Open(filepath.Join(dir, IndexFile))
 	if err != nil {
@@ -25,17 +25,23 @@ func v4Open(t *testing.T, dir string, m *Manifest, hb []byte) (*HotIndex, *Index
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { df.Close() })
-	x, err := OpenIndex(xf.Bytes, m.PeriodType, m.Series)
-	if err != nil {
+	if x, err = OpenIndex(xf.Bytes, m.PeriodType, m.Series); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { x.Close() })
-	d, err := OpenData(df.Bytes, m.PeriodType, m.Batches)
-	if err != nil {
+	if d, err = OpenData(df.Bytes, m.PeriodType, m.Batches); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	h, err := OpenHot(m.Version, aligned(hb), xf.Bytes, df.Bytes, x, d)
+	return xf.Bytes, df.Bytes, x, d
+}
+
+// openHotOver opens the hot tables of a snapshot directory over hb (its
+// index.hash, possibly damaged or rewritten), without Verify.
+func openHotOver(t *testing.T, dir string, m *Manifest, hb []byte) (*HotIndex, *Index) {
+	t.Helper()
+	ib, db, x, d := openParts(t, dir, m)
+	h, err := OpenHot(m.Version, aligned(hb), ib, db, x, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +82,7 @@ func TestV4Lookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	hb := readFile(t, dir, HashFile)
-	h, x := v4Open(t, dir, m, hb)
+	h, x := openHotOver(t, dir, m, hb)
 	if k := binary.LittleEndian.Uint32(hb[12:]); k != bucketLog2(5000) || 1<<k < 5000/8 || 1<<k > 5000/2 {
 		t.Fatalf("2^%d buckets for 5000 series", k)
 	}
@@ -135,7 +141,7 @@ func TestV4DamageServesSafely(t *testing.T) {
 	orig := readFile(t, dir, HashFile)
 	k, n := binary.LittleEndian.Uint32(orig[12:]), binary.LittleEndian.Uint32(orig[16:])
 	dirAt, posAt, recAt, _ := hotLayout4(uint64(k), uint64(n), uint64(binary.LittleEndian.Uint32(orig[24:])))
-	h0, x := v4Open(t, dir, m, orig)
+	h0, x := openHotOver(t, dir, m, orig)
 	const victim = 7 // a row whose record the cases damage
 	vrec, _ := h0.Rec(victim)
 	vid := x.ID(victim)
@@ -144,7 +150,7 @@ func TestV4DamageServesSafely(t *testing.T) {
 	t.Run("directory beyond the records", func(t *testing.T) {
 		b := append([]byte(nil), orig...)
 		binary.LittleEndian.PutUint32(b[dirAt+4*(bucket+1):], n+1000)
-		h, _ := v4Open(t, dir, m, b)
+		h, _ := openHotOver(t, dir, m, b)
 		if _, ok := h.Find(vid); ok {
 			t.Fatal("found an id through a directory entry beyond the records")
 		}
@@ -157,7 +163,7 @@ func TestV4DamageServesSafely(t *testing.T) {
 	t.Run("row table names another record", func(t *testing.T) {
 		b := append([]byte(nil), orig...)
 		binary.LittleEndian.PutUint32(b[posAt+4*victim:], (vrec+1)%n)
-		h, _ := v4Open(t, dir, m, b)
+		h, _ := openHotOver(t, dir, m, b)
 		if r, ok := h.Lookup(vid); ok {
 			t.Fatalf("Lookup of the damaged row's id = %d", r)
 		}
@@ -174,7 +180,7 @@ func TestV4DamageServesSafely(t *testing.T) {
 	t.Run("record names a row out of range", func(t *testing.T) {
 		b := append([]byte(nil), orig...)
 		binary.LittleEndian.PutUint32(b[recAt+v4Stride*uint64(vrec)+v4RowAt:], n+5)
-		h, _ := v4Open(t, dir, m, b)
+		h, _ := openHotOver(t, dir, m, b)
 		rec, ok := h.Find(vid)
 		if !ok || rec != vrec {
 			t.Fatalf("Find = %d, %v; want the record %d", rec, ok, vrec)

@@ -4,12 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
-
-	"github.com/energyscope/energyscope/localcache/internal/mmap"
 )
 
 // TestInlineIDs: a version 3 index.hash stores the ids of up to L bytes
@@ -44,35 +41,16 @@ func TestInlineIDs(t *testing.T) {
 	if L != 16 || stride != 32 {
 		t.Fatalf("inline %d stride %d, want 16 and 32 (ids of 9 bytes, 8 longer ones)", L, stride)
 	}
-	xf, err := mmap.Open(filepath.Join(dir, IndexFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer xf.Close()
-	df, err := mmap.Open(filepath.Join(dir, DataFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer df.Close()
-	x, err := OpenIndex(xf.Bytes, m.PeriodType, m.Series)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	d, err := OpenData(df.Bytes, m.PeriodType, m.Batches)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	mb, db, x, d := openParts(t, dir, m)
 	// index.arrow's bytes as the lookup sees them, with every id byte
 	// zeroed: an inline id must still resolve, an out-of-line one not.
-	ib := append([]byte(nil), xf.Bytes...)
-	for _, s := range x.BufferSpans(xf.Bytes) {
-		if id0 := x.ID(0); s.Lo <= int(offsetOf(t, xf.Bytes, id0)) && int(offsetOf(t, xf.Bytes, id0)) < s.Hi {
+	ib := append([]byte(nil), mb...)
+	for _, s := range x.BufferSpans(mb) {
+		if id0 := x.ID(0); s.Lo <= int(offsetOf(t, mb, id0)) && int(offsetOf(t, mb, id0)) < s.Hi {
 			clear(ib[s.Lo:s.Hi])
 		}
 	}
-	h, err := OpenHot(3, hb, ib, df.Bytes, x, d)
+	h, err := OpenHot(3, hb, ib, db, x, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +64,7 @@ func TestInlineIDs(t *testing.T) {
 			t.Fatalf("ID(%d) = %.20q, %v; want %.20q", row, got, ok, id)
 		}
 	}
-	h, err = OpenHot(3, hb, xf.Bytes, df.Bytes, x, d)
+	h, err = OpenHot(3, hb, mb, db, x, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,27 +182,8 @@ func TestLegacyInlineStillOpens(t *testing.T) {
 	// have written it (records rebuilt at its stride, checksums fixed).
 	withInline := func(dir string, L uint32) {
 		t.Helper()
-		xf, err := mmap.Open(filepath.Join(dir, IndexFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer xf.Close()
-		df, err := mmap.Open(filepath.Join(dir, DataFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer df.Close()
-		x, err := OpenIndex(xf.Bytes, m.PeriodType, m.Series)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer x.Close()
-		d, err := OpenData(df.Bytes, m.PeriodType, m.Batches)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.Close()
-		_, recs, err := buildHotTables(x, d, xf.Bytes, df.Bytes, L)
+		ib, db, x, d := openParts(t, dir, m)
+		_, recs, err := buildHotTables(x, d, ib, db, L)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,41 +197,14 @@ func TestLegacyInlineStillOpens(t *testing.T) {
 		binary.LittleEndian.PutUint32(b[36:], recordStride(L))
 		binary.LittleEndian.PutUint32(b[28:], hotCRC(b, slotAt, recAt))
 		binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
-		put(t, dir, HashFile, b)
-		fi, err := HashFileInfo(filepath.Join(dir, HashFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		editManifest(t, dir, func(m *Manifest) { *m.File(HashFile) = fi })
+		putHash(t, dir, b)
 	}
 	legacy := copyDir(t, dir)
 	withInline(legacy, 38)
 	if _, err := Verify(legacy); err != nil {
 		t.Fatalf("a 56-byte-record snapshot: %v", err)
 	}
-	var files [3]*mmap.File
-	for i, name := range []string{HashFile, IndexFile, DataFile} {
-		f, err := mmap.Open(filepath.Join(legacy, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		files[i] = f
-	}
-	x, err := OpenIndex(files[1].Bytes, m.PeriodType, m.Series)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	d, err := OpenData(files[2].Bytes, m.PeriodType, m.Batches)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	h, err := OpenHot(3, files[0].Bytes, files[1].Bytes, files[2].Bytes, x, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, x := openHotOver(t, legacy, m, readFile(t, legacy, HashFile))
 	if h.stride != 56 || h.inline != 38 {
 		t.Fatalf("opened stride %d inline %d, want 56 and 38", h.stride, h.inline)
 	}

@@ -4,11 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/energyscope/energyscope/localcache/internal/mmap"
 )
 
 // TestLookupComparesEveryIDByte: Lookup compares an inline id of 8 bytes
@@ -29,26 +26,7 @@ func TestLookupComparesEveryIDByte(t *testing.T) {
 	if L := binary.LittleEndian.Uint32(hb[32:]); L != 48 {
 		t.Fatalf("inline %d, want 48", L)
 	}
-	xf, err := mmap.Open(filepath.Join(dir, IndexFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer xf.Close()
-	df, err := mmap.Open(filepath.Join(dir, DataFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer df.Close()
-	x, err := OpenIndex(xf.Bytes, m.PeriodType, m.Series)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	d, err := OpenData(df.Bytes, m.PeriodType, m.Batches)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	mb, db, x, d := openParts(t, dir, m)
 	log2, n, nb := binary.LittleEndian.Uint32(hb[12:]), binary.LittleEndian.Uint32(hb[16:]), binary.LittleEndian.Uint32(hb[24:])
 	stride := uint64(binary.LittleEndian.Uint32(hb[36:]))
 	slotAt, recAt, _ := hotLayout(uint64(log2), uint64(n), uint64(nb), stride)
@@ -56,7 +34,7 @@ func TestLookupComparesEveryIDByte(t *testing.T) {
 		t.Helper()
 		binary.LittleEndian.PutUint32(b[28:], hotCRC(b, slotAt, recAt))
 		binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
-		h, err := OpenHot(3, b, xf.Bytes, df.Bytes, x, d)
+		h, err := OpenHot(3, b, mb, db, x, d)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -293,12 +293,7 @@ func rewriteHash4(t *testing.T, dir string, edit func(b []byte, dirAt, posAt, re
 	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[dirAt:recAt], castagnoli))
 	binary.LittleEndian.PutUint32(b[28:], hotCRC(b, dirAt, recAt))
 	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
-	put(t, dir, HashFile, b)
-	fi, err := HashFileInfo(filepath.Join(dir, HashFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	editManifest(t, dir, func(m *Manifest) { *m.File(HashFile) = fi })
+	putHash(t, dir, b)
 }
 
 func rewriteHash(t *testing.T, dir string, edit func(b []byte, recAt uint64)) {
@@ -317,6 +312,12 @@ func rewriteHash(t *testing.T, dir string, edit func(b []byte, recAt uint64)) {
 	edit(b, recAt)
 	binary.LittleEndian.PutUint32(b[28:], hotCRC(b, slotAt, recAt))
 	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
+	putHash(t, dir, b)
+}
+
+// putHash replaces dir's index.hash with b and its entry in the manifest.
+func putHash(t *testing.T, dir string, b []byte) {
+	t.Helper()
 	put(t, dir, HashFile, b)
 	fi, err := HashFileInfo(filepath.Join(dir, HashFile))
 	if err != nil {
