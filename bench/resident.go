@@ -192,3 +192,20 @@ func fileLimit(f *os.File) int64 {
 	}
 	return 0 // no limit
 }
+
+// readEvery reads every series once, whole (values and periods): the
+// resident path's peer of the store's readEvery.
+func (res *resident) readEvery() float64 {
+	var sum float64
+	for _, rr := range res.idx {
+		vals := res.vals[rr.batch][rr.off : rr.off+rr.n]
+		var pts snapshot.Points
+		if res.secs != nil {
+			pts.Secs = res.secs[rr.batch][rr.off : rr.off+rr.n]
+		} else {
+			pts.Days = res.days[rr.batch][rr.off : rr.off+rr.n]
+		}
+		sum += sumValues(vals) + sumPeriods(pts)
+	}
+	return sum
+}
