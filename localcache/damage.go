@@ -126,9 +126,6 @@ type reading struct {
 	// statement before its return): the guard then skips recover, which
 	// on the lookup path cost more than the check (~13 instructions).
 	done bool
-	// res, when set, is the caller's Result, which the guard empties on a
-	// fault (its reference is r.snap's, which the guard releases).
-	res *Result
 }
 
 // guard is deferred by every store method that reads mapped bytes. It
@@ -145,9 +142,29 @@ func (s *Store) guard(old bool, r *reading, err *error) {
 	if r.done {
 		return
 	}
-	p := recover()
-	if p == nil {
+	s.faulted(recover(), r, err)
+}
+
+// guardInto is guard for GetInto, which also empties the caller's Result
+// on a fault (its reference is r.snap's, which faulted releases). res is
+// a parameter of its own, not a field of r: r's contents leak (a fault
+// marks r.d damaged), and a Result reachable from r made every Get's
+// Result a heap allocation (BENCHMARKS.md "Returning the Result").
+func (s *Store) guardInto(old bool, r *reading, err *error, res *Result) {
+	debug.SetPanicOnFault(old)
+	if r.done {
 		return
+	}
+	if s.faulted(recover(), r, err) {
+		*res = Result{}
+	}
+}
+
+// faulted is the guards' work once they have recovered p (nil: no panic):
+// it reports whether p was a memory fault, which it turned into *err.
+func (s *Store) faulted(p any, r *reading, err *error) bool {
+	if p == nil {
+		return false
 	}
 	fe, ok := p.(faultError)
 	if !ok {
@@ -158,16 +175,14 @@ func (s *Store) guard(old bool, r *reading, err *error) {
 		r.snap.Unref()
 		r.snap = nil
 	}
-	if r.res != nil {
-		*r.res = Result{}
-	}
 	cause := &format.CorruptionError{File: "mapped snapshot file", Offset: -1,
 		Err: fmt.Errorf("memory fault at %#x reading a mapping (the file shrank or its disk failed): %w", fe.Addr(), fe)}
 	if r.d == nil {
 		*err = cause
-		return
+		return true
 	}
 	*err = s.markDamaged(r.d, cause)
+	return true
 }
 
 // applyGuarded is dl.Apply(recs) under the fault guard: the delta looks

@@ -157,8 +157,8 @@ func (s *Store) GetInto(ref string, from, to int64, res *Result) (err error) {
 	if res.snap != nil || res.buf != nil {
 		res.Release()
 	}
-	r := reading{res: res} // a fault empties *res
-	defer s.guard(debug.SetPanicOnFault(true), &r, &err)
+	var r reading
+	defer s.guardInto(debug.SetPanicOnFault(true), &r, &err, res) // a fault empties *res
 	if err = s.get(ref, from, to, &r, res); err != nil {
 		*res = Result{}
 		return err

@@ -253,3 +253,38 @@ func TestGetIntoReleasesWhatItHeld(t *testing.T) {
 	wantMapped(t, dirB, false) // r held nothing after the failed lookup
 	r.Release()                // harmless on the zero Result
 }
+
+// Get and GetInto of a series without pending rows allocate nothing: the
+// Result stays on the caller's stack (a Result reachable from the fault
+// guard's record once made every Get a 128-byte heap allocation).
+func TestGetAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
+	home := t.TempDir()
+	publish(t, home, "ds", versionTable(3, 1), format.WriteOptions{Epoch: 1})
+	st, err := localcache.Open(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	from, to := utc("2024-01-02"), utc("2024-01-20")
+	if n := testing.AllocsPerRun(200, func() {
+		r, err := st.Get("S1", from, to)
+		if err != nil || r.Points.Len() != 19 {
+			t.Fatalf("Get: %d points, %v", r.Points.Len(), err)
+		}
+		r.Release()
+	}); n != 0 {
+		t.Errorf("Get allocates %.1f times a call", n)
+	}
+	var r localcache.Result
+	if n := testing.AllocsPerRun(200, func() {
+		if err := st.GetInto("S2", from, to, &r); err != nil || r.Points.Len() != 19 {
+			t.Fatalf("GetInto: %d points, %v", r.Points.Len(), err)
+		}
+	}); n != 0 {
+		t.Errorf("GetInto allocates %.1f times a call", n)
+	}
+	r.Release()
+}

@@ -751,11 +751,12 @@ func (t *HotIndex) HotRangeSecs(rec uint32, from, to int64) (secs []int64, value
 
 // prefetchPoints is the longest range a lookup returns without asking
 // the CPU to load its lines ahead (prefetch.Range): the values of a
-// longer one span more than two cache lines, the first of which the
-// caller would wait for one after the other (BENCHMARKS.md "Prefetching
-// the points": a one-year range of a daily series); a shorter one is
-// read before the prefetch would help.
-const prefetchPoints = 16
+// longer one span more than eight cache lines, which the caller would
+// wait for one after the other until the hardware prefetcher caught up
+// (BENCHMARKS.md "Prefetching the points": a one-year range of a daily
+// series, ~260 points). For a shorter one the two calls cost more than
+// they save (~25 ns of a 51-point Get whose lines are in cache).
+const prefetchPoints = 64
 
 // mkSlice is the slice of the n values of type T at p, which the caller
 // has checked lie inside a mapping (unsafe.Slice without its checks).
@@ -789,12 +790,22 @@ func rangeOf[T int32 | int64](p unsafe.Pointer, n uint, from, to int64) (lo, hi 
 	}
 	// The guess's scale: first < x <= last below, so last > first.
 	scale := float64(n-1) / (float64(last) - float64(first))
-	lo, hi = 0, n
+	var gl, gh uint
 	if from > first {
-		lo = searchFrom[T](p, n, from, guess(from, first, scale, n))
+		gl = guess(from, first, scale, n)
 	}
 	if to < last {
-		hi = searchFrom[T](p, n, to+1, guess(to+1, first, scale, n))
+		gh = guess(to+1, first, scale, n)
+	}
+	// Both guesses' periods are read before either search branches on
+	// one: the two loads (cache misses, for a long series) overlap.
+	vl, vh := int64(at[T](p, gl)), int64(at[T](p, gh))
+	lo, hi = 0, n
+	if from > first {
+		lo = searchFrom[T](p, n, from, gl, vl)
+	}
+	if to < last {
+		hi = searchFrom[T](p, n, to+1, gh, vh)
 	}
 	return lo, hi
 }
@@ -816,11 +827,11 @@ func at[T int32 | int64](p unsafe.Pointer, i uint) T {
 
 // searchFrom is the index of the first of the n periods at p that is >=
 // x (sort.Search's answer over sorted periods), searched from index g <
-// n: a gallop from g in the answer's direction (steps 1, 2, 4, ...)
+// n, whose period the caller read as vg: a gallop from g in the answer's direction (steps 1, 2, 4, ...)
 // brackets it, a bisection finds it.
-func searchFrom[T int32 | int64](p unsafe.Pointer, n uint, x int64, g uint) uint {
+func searchFrom[T int32 | int64](p unsafe.Pointer, n uint, x int64, g uint, vg int64) uint {
 	var lo, hi uint // the answer is in [lo, hi]
-	if int64(at[T](p, g)) < x {
+	if vg < x {
 		lo, hi = g+1, n
 		for i, step := g+1, uint(1); i < n; i, step = i+step, step<<1 {
 			if int64(at[T](p, i)) >= x {
