@@ -201,6 +201,10 @@ type HotIndex struct {
 // syscall per lookup would cost more than it could save.
 const coldLookups = 32
 
+// willNeedDir is the largest version 4 directory OpenHot asks the disk
+// for at open.
+const willNeedDir = 1 << 20
+
 // prefetchBytes caps what prefetch asks for of a series' column: a
 // lookup reads a range, rarely more than this of a long series.
 const prefetchBytes = 256 << 10
@@ -259,12 +263,17 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 			var dirAt, posAt uint64
 			dirAt, posAt, recAt, _ = hotLayout4(uint64(h.log2), uint64(h.n), uint64(h.batches))
 			t.dir, t.pos, t.shift = hb[dirAt:posAt], hb[posAt:recAt], 64-uint64(h.log2)
-			// The directory (0.25 MiB at 175K series) is asked of the
-			// disk at open, in the background: the first lookup after a
-			// cold open then waits for its record's page only, not for a
-			// directory page first (BENCHMARKS.md "The first lookup
-			// after a cold open": 160-658 -> 149-247 µs at pet).
-			mmap.WillNeed(t.dir)
+			// A small directory (0.25 MiB at 175K series) is asked of
+			// the disk at open, in the background: the first lookup
+			// after a cold open then waits for its record's page only,
+			// not for a directory page first (BENCHMARKS.md "The first
+			// lookup after a cold open": 160-658 -> 149-247 µs at pet).
+			// A large one is not: at 2.82M series (4 MiB) the first
+			// lookup's record read queued behind it (0.23-0.77 ms ->
+			// 1.2-2.7 ms).
+			if len(t.dir) <= willNeedDir {
+				mmap.WillNeed(t.dir)
+			}
 		}
 		batches = hb[batchAt : batchAt+batchLocSize*uint64(h.batches)]
 		t.recs = hb[recAt:]
