@@ -4,10 +4,11 @@
 // Open maps data.arrow, index.arrow, index.hash and tail.parquet (when the
 // snapshot has a cold tier), checks the manifest, the sizes and the
 // headers, and decodes nothing proportional to the data.
-// A lookup is: xxh3 of the id -> slot of index.hash -> the series' hot
-// record in index.hash (its id compared: in the record in format version
-// 3, in index.arrow before; then batch, offset, length, tier and frequency
-// are read from it) -> the batch's column positions in data.arrow -> the
+// A lookup is: xxh3 of the id -> its bucket in index.hash's directory
+// (format version 4; a slot of the slot table before) -> the series' hot
+// record in index.hash (its id compared: in the record in format versions
+// 3 and 4, in index.arrow before; then batch, offset, length, tier and
+// frequency are read from it) -> the batch's column positions in data.arrow -> the
 // period range inside the mapped period column, from the series' first
 // and last period and an interpolated guess (format.HotIndex; a format
 // version 1 snapshot gets its records built at open). Points returned by Get alias the mapping: they are valid
