@@ -167,6 +167,11 @@ func start(t testing.TB, bin, dir string) (*Server, error) {
 		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"),
 		"-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
 		"-bucket=" + s.Bucket, "-tableBucket=" + s.TableBucket,
+		// Volumes of a fixed size and count: left to mini, both follow
+		// the host's free disk space, and with a few GB free every
+		// PutObject failed with 500 InternalError (no volume to grow).
+		// Volume files are sparse: a test writes what it writes.
+		"-master.volumeSizeLimitMB=64", "-volume.max=64",
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
