@@ -28,6 +28,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"mime/multipart"
 	"net"
 	"net/http"
@@ -253,6 +255,27 @@ func (s *Server) run() error {
 	}
 }
 
+// signedGet is a GET of u signed (AWS signature version 4) with the
+// server's access key and secret, and its status code.
+func (s *Server) signedGet(ctx context.Context, u, secret string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	const emptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	req.Header.Set("X-Amz-Content-Sha256", emptyHash)
+	creds := aws.Credentials{AccessKeyID: s.AccessKey, SecretAccessKey: secret}
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, emptyHash, "s3", "us-east-1", time.Now()); err != nil {
+		return 0, err
+	}
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 // ready: the S3 endpoint answers and refuses an anonymous read, both buckets exist (the filer lists
 // them under /buckets) and the catalog hands out a token with which it
 // lists the table bucket's namespaces.
@@ -282,6 +305,19 @@ func (s *Server) ready(ctx context.Context) error {
 	// (TestWeedWrongS3SecretCreatesNothing failed once so under load).
 	if code, err := get(s.S3 + "/" + s.Bucket + "/.testweed-auth"); err != nil || code != http.StatusForbidden {
 		return fmt.Errorf("s3 authentication not on yet: anonymous GET answered %d %v", code, err)
+	}
+	// And the identity is loaded: a GET signed with the right secret is
+	// answered (no such object), one signed with a wrong secret refused.
+	// An anonymous refusal alone was not enough: under the race
+	// detector's load a wrongly signed request was once let through
+	// after it (TestWeedWrongS3SecretCreatesNothing).
+	for _, c := range []struct {
+		name, secret string
+		want         int
+	}{{"right", s.SecretKey, http.StatusNotFound}, {"wrong", "not-" + s.SecretKey, http.StatusForbidden}} {
+		if code, err := s.signedGet(ctx, s.S3+"/"+s.Bucket+"/.testweed-auth", c.secret); err != nil || code != c.want {
+			return fmt.Errorf("s3 identity not loaded yet: GET signed with the %s secret answered %d %v", c.name, code, err)
+		}
 	}
 	for _, b := range []string{s.Bucket, s.TableBucket} {
 		if code, err := get(s.Filer+"/buckets/"+b+"/", "Accept", "application/json"); err != nil || code != http.StatusOK {
