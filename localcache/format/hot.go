@@ -697,13 +697,31 @@ func buildHashFromBytes(version int, ib, db []byte, pt PeriodType, series, batch
 
 // HotRangeDays is HotDays narrowed to the points with fd <= day <= td
 // (day numbers), for the lookup path: the record, the bounds checks and
-// the two binary searches in one frame (HotDays + hotSpan + the caller's
-// narrowing were three calls and ~110 instructions of a lookup; BENCHMARKS.md
-// "Fewer instructions on the mapped Get"). ok as for HotDays; when the
-// range holds no point, days and values are nil and ok is true. rec is
-// the series' record: Find's, or Rec of its row.
+// the range search in one frame (hotRange; HotDays + hotSpan + the
+// caller's narrowing were three calls and ~110 instructions of a lookup;
+// BENCHMARKS.md "Fewer instructions on the mapped Get"). ok as for
+// HotDays; when the range holds no point, days and values are nil and ok
+// is true. rec is the series' record: Find's, or Rec of its row.
 func (t *HotIndex) HotRangeDays(rec uint32, fd, td int64) (days []int32, values []float64, freq Frequency, ok bool) {
-	if t.secs || rec >= t.n {
+	if t.secs {
+		return
+	}
+	return hotRange[int32](t, rec, fd, td)
+}
+
+// HotRangeSecs is HotRangeDays for a snapshot of timestamp periods, with
+// from <= period <= to in seconds.
+func (t *HotIndex) HotRangeSecs(rec uint32, from, to int64) (secs []int64, values []float64, freq Frequency, ok bool) {
+	if !t.secs {
+		return
+	}
+	return hotRange[int64](t, rec, from, to)
+}
+
+// hotRange is HotRangeDays (T int32) and HotRangeSecs (T int64) past
+// their check of the period type.
+func hotRange[T int32 | int64](t *HotIndex, rec uint32, from, to int64) (periods []T, values []float64, freq Frequency, ok bool) {
+	if rec >= t.n {
 		return
 	}
 	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(rec)*t.stride)
@@ -720,56 +738,23 @@ func (t *HotIndex) HotRangeDays(rec uint32, fd, td int64) (days []int32, values 
 	// and the searches stay in [0, length): the slices are made without
 	// unsafe.Slice's checks or an index check a probe (~45 instructions a
 	// lookup).
+	psize := unsafe.Sizeof(T(0))
 	base := unsafe.Pointer(unsafe.SliceData(t.data))
-	pp, n := unsafe.Add(base, l.periodsAt+4*off), uint(length)
+	pp, vp, n := unsafe.Add(base, l.periodsAt+uint64(psize)*off), unsafe.Add(base, l.valuesAt+8*off), uint(length)
 	if n <= shortSeries {
-		prefetch.Range(uintptr(base)+uintptr(l.valuesAt+8*off), 8*uintptr(n))
-		prefetch.Range(uintptr(pp), 4*uintptr(n))
+		prefetch.Range(uintptr(vp), 8*uintptr(n))
+		prefetch.Range(uintptr(pp), psize*uintptr(n))
 	}
-	lo, hi := rangeOf[int32](pp, n, fd, td)
+	lo, hi := rangeOf[T](pp, n, from, to)
 	if lo >= hi {
 		return
 	}
-	vp := unsafe.Add(base, l.valuesAt+8*(off+uint64(lo)))
+	pp, vp = unsafe.Add(pp, psize*uintptr(lo)), unsafe.Add(vp, 8*lo)
 	if n > shortSeries && hi-lo > prefetchPoints {
 		prefetch.Range(uintptr(vp), 8*uintptr(hi-lo))
-		prefetch.Range(uintptr(pp)+4*uintptr(lo), 4*uintptr(hi-lo))
+		prefetch.Range(uintptr(pp), psize*uintptr(hi-lo))
 	}
-	return mkSlice[int32](unsafe.Add(pp, 4*lo), hi-lo), mkSlice[float64](vp, hi-lo), freq, true
-}
-
-// HotRangeSecs is HotRangeDays for a snapshot of timestamp periods, with
-// from <= period <= to in seconds.
-func (t *HotIndex) HotRangeSecs(rec uint32, from, to int64) (secs []int64, values []float64, freq Frequency, ok bool) {
-	if !t.secs || rec >= t.n {
-		return
-	}
-	rb := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(rec)*t.stride)
-	batch, off, length := *(*uint32)(rb), uint64(*(*uint32)(unsafe.Add(rb, 4))), *(*uint32)(unsafe.Add(rb, 8))
-	if *(*uint8)(unsafe.Add(rb, 12)) != uint8(Hot) || length == 0 || batch >= uint32(len(t.locs)) {
-		return
-	}
-	l := &t.locs[batch]
-	if off+uint64(length) > l.rows {
-		return
-	}
-	freq, ok = freqByCode[*(*uint8)(unsafe.Add(rb, 13))&7], true
-	base := unsafe.Pointer(unsafe.SliceData(t.data))
-	pp, n := unsafe.Add(base, l.periodsAt+8*off), uint(length)
-	if n <= shortSeries {
-		prefetch.Range(uintptr(base)+uintptr(l.valuesAt+8*off), 8*uintptr(n))
-		prefetch.Range(uintptr(pp), 8*uintptr(n))
-	}
-	lo, hi := rangeOf[int64](pp, n, from, to)
-	if lo >= hi {
-		return
-	}
-	vp := unsafe.Add(base, l.valuesAt+8*(off+uint64(lo)))
-	if n > shortSeries && hi-lo > prefetchPoints {
-		prefetch.Range(uintptr(vp), 8*uintptr(hi-lo))
-		prefetch.Range(uintptr(pp)+8*uintptr(lo), 8*uintptr(hi-lo))
-	}
-	return mkSlice[int64](unsafe.Add(pp, 8*lo), hi-lo), mkSlice[float64](vp, hi-lo), freq, true
+	return mkSlice[T](pp, hi-lo), mkSlice[float64](vp, hi-lo), freq, true
 }
 
 // prefetchPoints is the longest range a lookup returns without asking
