@@ -218,7 +218,7 @@ const batchAt = hotHeaderSize
 // hotLayout is the position of the slot table and the records of a
 // version 2 or 3 index.hash, and its size.
 func hotLayout(log2, series, batches, stride uint64) (slotAt, recAt, size uint64) {
-	slotAt = (batchAt + batchLocSize*batches + hotRecordsAlign - 1) &^ (hotRecordsAlign - 1)
+	slotAt = align64(batchAt + batchLocSize*batches)
 	recAt = slotAt + 8<<log2
 	return slotAt, recAt, recAt + stride*series
 }
