@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,5 +147,130 @@ func TestLookupsMapOnlyWhatTheyRead(t *testing.T) {
 	}
 	if sum == 0 {
 		t.Fatal("nothing read")
+	}
+}
+
+// mapping is one kernel mapping (VMA) of a file: its size and whether it
+// carries huge-page advice (VmFlags "hg").
+type mapping struct {
+	size int
+	huge bool
+}
+
+// mappingsOf returns this process's mappings of path in address order,
+// from /proc/self/smaps.
+func mappingsOf(t *testing.T, path string) []mapping {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []mapping
+	in := false
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(f[0], ":") && strings.Contains(f[0], "-") {
+			in = len(f) >= 6 && f[len(f)-1] == path
+			if in {
+				lo, hi, _ := strings.Cut(f[0], "-")
+				a, _ := strconv.ParseUint(lo, 16, 64)
+				z, _ := strconv.ParseUint(hi, 16, 64)
+				out = append(out, mapping{size: int(z - a)})
+			}
+			continue
+		}
+		if in && f[0] == "VmFlags:" {
+			out[len(out)-1].huge = slices.Contains(f[1:], "hg")
+		}
+	}
+	return out
+}
+
+// TestLargeSnapshotMapsHugePages: a snapshot whose lookups read at least
+// hugeSnapshotBytes has index.hash and the points of data.arrow (and
+// nothing else: not the `series` column, not index.arrow) advised to huge
+// pages; a smaller one has nothing advised; lookups read the same points
+// either way (issue 14: full-scale lookups, BENCHMARKS.md "Huge pages for
+// large snapshots").
+func TestLargeSnapshotMapsHugePages(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skipf("kernel without transparent huge pages: %v", err)
+	}
+	const series, perSeries = 5_000, 40
+	tb := &format.Table{}
+	for s := range series {
+		tb.Series = append(tb.Series, format.SeriesMeta{ID: fmt.Sprintf("S%05d", s), Frequency: format.Daily, Name: strings.Repeat("n", 200), Unit: "u"})
+		for d := range perSeries {
+			tb.Append(uint32(s), int64(d)*86400, float64(s*perSeries+d))
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "snap")
+	m, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "snap", Created: time.Unix(1e9, 0), BatchRows: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Batches < 2 {
+		t.Fatalf("%d batches: the test needs several", m.Batches)
+	}
+	data, hash, index := filepath.Join(dir, format.DataFile), filepath.Join(dir, format.HashFile), filepath.Join(dir, format.IndexFile)
+	readAll := func(s *snapshot.Snapshot) {
+		t.Helper()
+		for r := range uint32(series) {
+			p, err := s.Get(r, snapshot.MinTime, snapshot.MaxTime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Len() != perSeries || p.Values[perSeries-1] != float64(int(r)*perSeries+perSeries-1) {
+				t.Fatalf("series %d: %d points, last %v", r, p.Len(), p.Values)
+			}
+		}
+	}
+	hugeBytes := func(path string) (huge, plain int) {
+		for _, mp := range mappingsOf(t, path) {
+			if mp.huge {
+				huge += mp.size
+			} else {
+				plain += mp.size
+			}
+		}
+		return huge, plain
+	}
+
+	small, err := snapshot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(small)
+	for _, path := range []string{data, hash, index} {
+		if h, _ := hugeBytes(path); h != 0 {
+			t.Errorf("small snapshot, %s: %d bytes advised to huge pages, want 0", filepath.Base(path), h)
+		}
+	}
+	small.Close()
+
+	defer snapshot.SetHugeSnapshotBytes(1)()
+	s, err := snapshot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	readAll(s)
+	page := os.Getpagesize()
+	if h, p := hugeBytes(hash); h == 0 || p != 0 {
+		t.Errorf("index.hash: %d bytes advised, %d not; want all of it", h, p)
+	}
+	if h, p := hugeBytes(index); h != 0 || p == 0 {
+		t.Errorf("index.arrow: %d bytes advised, %d not; want none", h, p)
+	}
+	// The points (12 bytes a row), plus at most the partial page at each
+	// end of each batch's span; the rest (headers, the `series` column,
+	// the footer) not.
+	rows := series * perSeries
+	if h, p := hugeBytes(data); h < rows*12 || h > rows*12+2*page*m.Batches || p < rows*4-2*page*m.Batches {
+		t.Errorf("data.arrow: %d bytes advised, %d not; want the points (%d bytes and their pages) advised and the series column (%d bytes, but for the pages it shares with points) not", h, p, rows*12, rows*4)
 	}
 }

@@ -7,3 +7,5 @@ const fenceSupported = false
 func markRegion(b []byte, odd bool) {}
 
 func dropResident(b []byte) {}
+
+func hugePages(b []byte) {}
