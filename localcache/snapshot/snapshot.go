@@ -612,44 +612,17 @@ func (s *Snapshot) Row(id string) (uint32, bool) { return s.Lookup(id) }
 // resident for 157.9 MiB of points), and open alone added 5-7 MiB of
 // file-backed RSS when the page cache held the files in large folios
 // (BENCHMARKS.md, "A lean process").
-//
-// A snapshot whose lookups read hugeSnapshotBytes or more (index.hash and
-// the points) has those bytes mapped in huge pages (mmap.File.HugePages).
 func (s *Snapshot) isolate(files map[string]*mmap.File) {
-	var points []mmap.Span
-	if s.hot != nil {
-		points = mmapSpans(s.hot.PointSpans())
-	}
-	df, hf := files[format.DataFile], files[format.HashFile]
-	if df != nil {
-		df.Isolate(points...)
+	if f := files[format.DataFile]; f != nil && s.hot != nil {
+		f.Isolate(mmapSpans(s.hot.PointSpans())...)
 	}
 	if f := files[format.IndexFile]; f != nil && s.index != nil {
 		f.Isolate(mmapSpans(s.index.BufferSpans(f.Bytes))...)
-	}
-	if df != nil && hf != nil && len(points) > 0 {
-		read := len(hf.Bytes)
-		for _, sp := range points {
-			read += sp.Hi - sp.Lo
-		}
-		if read >= hugeSnapshotBytes {
-			hf.HugePages()
-			df.HugePages(points...)
-		}
 	}
 	for _, f := range s.files {
 		f.DropResident()
 	}
 }
-
-// hugeSnapshotBytes is the size of what lookups read (index.hash and the
-// points) from which a snapshot is mapped in huge pages. At full scale
-// (1.7 GiB) they made a lookup 15-20% faster and a cold read of every
-// series 8x faster; at pet scale (0.17 GiB) lookups took the same time,
-// while a cold first lookup would read 2 MiB a fault and add up to 8 MiB of
-// RSS (BENCHMARKS.md "Huge pages for large snapshots"). A variable for
-// tests.
-var hugeSnapshotBytes = 512 << 20
 
 func mmapSpans(in []format.Span) []mmap.Span {
 	out := make([]mmap.Span, len(in))

@@ -74,43 +74,6 @@ func (m *File) Isolate(spans ...Span) {
 	}
 }
 
-// HugePages asks the kernel to back the pages holding each span (the
-// whole mapping when none is given) with transparent huge pages
-// (MADV_HUGEPAGE): a fault there reads the file's aligned 2 MiB around the
-// page into one page-cache folio, and a 2 MiB folio lying inside the
-// mapping region is mapped by one page-directory entry instead of 512 page
-// table entries.
-//
-// Why: a lookup into a mapping of gigabytes misses the TLB on every read,
-// and with 4 KiB pages the walk itself misses the caches (the page tables
-// of 2 GiB are 4 MiB). Linux (6.18 measured) keeps a file in the large
-// folios it was written in, but faults it back after eviction in 4 KiB
-// folios under MADV_RANDOM, and they stay so while cached: at full scale
-// (2.82M series) a lookup then took 1.16x the resident path's time in the
-// same process, against 0.95-0.99x mapped in 2 MiB, and reading every
-// series from a cold cache took 36 s against 4.4 s (BENCHMARKS.md "Huge
-// pages for large snapshots"). The price: a cold fault reads 2 MiB where it
-// read 4 KiB, and a fault maps 2 MiB of RSS at once. Spans are widened to
-// whole pages, as Isolate's regions are. Advice: a no-op where not
-// supported (not Linux) and when the system disables huge pages.
-func (m *File) HugePages(spans ...Span) {
-	if len(m.Bytes) == 0 || !fenceSupported {
-		return
-	}
-	if len(spans) == 0 {
-		spans = []Span{{0, len(m.Bytes)}}
-	}
-	ps := os.Getpagesize()
-	lead := int(uintptr(unsafe.Pointer(unsafe.SliceData(m.Bytes))) - uintptr(unsafe.Pointer(unsafe.SliceData(m.base))))
-	for _, sp := range spans {
-		if sp.Hi <= sp.Lo || sp.Hi <= 0 || sp.Lo >= len(m.Bytes) {
-			continue
-		}
-		lo, hi := (max(sp.Lo, 0)+lead)/ps*ps, min((min(sp.Hi, len(m.Bytes))+lead+ps-1)/ps*ps, len(m.base))
-		hugePages(m.base[lo:hi])
-	}
-}
-
 // Regions returns the number of regions Isolate has split the mapping into
 // (1 when it has not, or where Isolate is a no-op).
 func (m *File) Regions() int { return len(m.cuts) + 1 }

@@ -18,5 +18,3 @@ func markRegion(b []byte, odd bool) {
 // mapping (MADV_DONTNEED): for such a mapping the contents come back from
 // the file on the next access.
 func dropResident(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }
-
-func hugePages(b []byte) { _ = unix.Madvise(b, unix.MADV_HUGEPAGE) }

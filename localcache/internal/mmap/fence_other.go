@@ -7,5 +7,3 @@ const fenceSupported = false
 func markRegion(b []byte, odd bool) {}
 
 func dropResident(b []byte) {}
-
-func hugePages(b []byte) {}

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,88 +178,5 @@ func TestIsolateBoundsRegions(t *testing.T) {
 	}
 	if last := size - 1; m.Bytes[last] != byte(last%(1<<20)) {
 		t.Fatal("last byte wrong")
-	}
-}
-
-// vmFlags returns, for each mapping (VMA) of path in this process in
-// address order, its VmFlags (from /proc/self/smaps).
-func vmFlags(t *testing.T, path string) [][]string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]string
-	in := false
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
-			continue
-		}
-		if !strings.HasSuffix(f[0], ":") && strings.Contains(f[0], "-") {
-			in = len(f) >= 6 && f[len(f)-1] == path
-			if in {
-				out = append(out, nil)
-			}
-			continue
-		}
-		if in && f[0] == "VmFlags:" {
-			out[len(out)-1] = f[1:]
-		}
-	}
-	return out
-}
-
-// thpKernel skips a test of huge-page advice on a kernel built without
-// transparent huge pages, where HugePages is a no-op by design.
-func thpKernel(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
-		t.Skipf("kernel without transparent huge pages: %v", err)
-	}
-}
-
-func TestHugePagesAdvisesSpans(t *testing.T) {
-	thpKernel(t)
-	const size = 8 << 20
-	path := writeBig(t, size)
-	m, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	span := Span{2<<20 + 100, 6<<20 - 7}
-	m.Isolate(span)
-	// Out-of-range and empty spans are ignored; the span is widened to
-	// whole pages, the region Isolate made.
-	m.HugePages(span, Span{-5, 0}, Span{size, size + 1}, Span{3, 3})
-	flags := vmFlags(t, path)
-	if len(flags) != 3 {
-		t.Fatalf("%d kernel mappings, want 3 (Isolate's regions)", len(flags))
-	}
-	for i, f := range flags {
-		if got, want := slices.Contains(f, "hg"), i == 1; got != want {
-			t.Errorf("region %d: huge-page advice %v, want %v (VmFlags %v)", i, got, want, f)
-		}
-	}
-	for i := 0; i < size; i += 4093 {
-		if m.Bytes[i] != byte(i%(1<<20)) {
-			t.Fatalf("byte %d = %d, want %d", i, m.Bytes[i], byte(i%(1<<20)))
-		}
-	}
-
-	// No span: the whole mapping.
-	m2, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m2.Close()
-	m.Close()
-	m2.HugePages()
-	for i, f := range vmFlags(t, path) {
-		if !slices.Contains(f, "hg") {
-			t.Errorf("whole mapping, region %d: no huge-page advice (VmFlags %v)", i, f)
-		}
 	}
 }
