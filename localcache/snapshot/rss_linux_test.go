@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -146,5 +148,161 @@ func TestLookupsMapOnlyWhatTheyRead(t *testing.T) {
 	}
 	if sum == 0 {
 		t.Fatal("nothing read")
+	}
+}
+
+// cachedBytes is how many bytes of path the page cache holds (mincore over
+// a mapping of its own, which maps nothing in).
+func cachedBytes(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	ps := os.Getpagesize()
+	vec := make([]byte, (len(b)+ps-1)/ps)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v&1) * ps
+	}
+	return n
+}
+
+// evictFiles writes back and drops the snapshot's files from the page
+// cache, as after a reboot.
+func evictFiles(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range []string{format.DataFile, format.IndexFile, format.HashFile} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fs unix.Statfs_t
+		if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+			t.Fatal(err)
+		}
+		if fs.Type == unix.TMPFS_MAGIC {
+			t.Skipf("%s is on tmpfs, whose pages cannot be evicted: the test needs a disk-backed TMPDIR", dir)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if n := cachedBytes(t, filepath.Join(dir, name)); n != 0 {
+			t.Fatalf("%s: %d bytes still cached after FADV_DONTNEED", name, n)
+		}
+	}
+}
+
+// TestLargeSnapshotWarmsPageCache: a snapshot whose lookups read at least
+// warmSnapshotBytes has index.hash and the points read into the page cache
+// in the background after open, without any of it mapped into the process
+// (RSS unchanged) and without index.arrow; a smaller one is not warmed;
+// closing a snapshot ends its warm-up (issue 14, BENCHMARKS.md "Warming
+// large snapshots").
+func TestLargeSnapshotWarmsPageCache(t *testing.T) {
+	const series, perSeries = 5_000, 40
+	tb := &format.Table{}
+	for s := range series {
+		tb.Series = append(tb.Series, format.SeriesMeta{ID: fmt.Sprintf("S%05d", s), Frequency: format.Daily, Name: strings.Repeat("n", 200), Unit: "u"})
+		for d := range perSeries {
+			tb.Append(uint32(s), int64(d)*86400, float64(s*perSeries+d))
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "snap")
+	m, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "snap", Created: time.Unix(1e9, 0), BatchRows: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, hash, index := filepath.Join(dir, format.DataFile), filepath.Join(dir, format.HashFile), filepath.Join(dir, format.IndexFile)
+
+	// What open alone brings into the page cache (headers and footers).
+	evictFiles(t, dir)
+	small, err := snapshot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.Warming() || small.WaitWarm() != nil {
+		t.Errorf("a %d-row snapshot is warmed", m.Rows)
+	}
+	openCached := map[string]int{}
+	for _, path := range []string{data, hash, index} {
+		openCached[path] = cachedBytes(t, path)
+	}
+	small.Close()
+
+	defer snapshot.SetWarmSnapshotBytes(1)()
+	evictFiles(t, dir)
+	s, err := snapshot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeS := sync.OnceFunc(func() { s.Close() })
+	defer closeS()
+	if !s.Warming() {
+		t.Fatal("not warmed above the threshold")
+	}
+	if err := s.WaitWarm(); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	rows := series * perSeries
+	hs, _ := os.Stat(hash)
+	if got := cachedBytes(t, hash); got < int(hs.Size()) {
+		t.Errorf("index.hash: %d of %d bytes cached after the warm-up", got, hs.Size())
+	}
+	if got := cachedBytes(t, data); got < rows*12 {
+		t.Errorf("data.arrow: %d bytes cached after the warm-up, want at least the points' %d", got, rows*12)
+	}
+	if got := cachedBytes(t, index); got != openCached[index] {
+		t.Errorf("index.arrow: %d bytes cached after the warm-up, want %d as after an open without one (lookups do not read it)", got, openCached[index])
+	}
+	if openCached[data] >= rows*12 || openCached[hash] >= int(hs.Size()) {
+		t.Fatalf("an open without a warm-up caches %d bytes of data.arrow and %d of index.hash: the test cannot tell the warm-up's", openCached[data], openCached[hash])
+	}
+	for _, path := range []string{data, hash, index} {
+		if kb := residentKiB(t, path); kb != 0 {
+			t.Errorf("%s: %d KiB resident in the process after the warm-up, want 0", filepath.Base(path), kb)
+		}
+	}
+	for r := range uint32(series) {
+		p, err := s.Get(r, snapshot.MinTime, snapshot.MaxTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Len() != perSeries || p.Values[perSeries-1] != float64(int(r)*perSeries+perSeries-1) {
+			t.Fatalf("series %d: %d points, last %v", r, p.Len(), p.Values)
+		}
+	}
+
+	// Closed at once: the warm-up ends.
+	closeS()
+	evictFiles(t, dir)
+	c, err := snapshot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.WaitWarm() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("warm-up of a closed snapshot: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the warm-up of a closed snapshot did not end")
 	}
 }

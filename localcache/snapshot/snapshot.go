@@ -56,6 +56,12 @@ type Snapshot struct {
 	hot           *format.HotIndex // the lookup path: slots, records, batch table
 	tail          *tailState       // nil without a cold tier
 
+	// The page-cache warm-up of a large snapshot (warm.go): warmed is
+	// closed when it has ended, with warmErr set; stopWarm is closed by
+	// release. All nil for a snapshot that is not warmed.
+	warmed, stopWarm chan struct{}
+	warmErr          error
+
 	refs     atomic.Int64
 	onClose  atomic.Pointer[func()] // called after unmapping; may be nil
 	searchIx atomic.Pointer[searchIndex]
@@ -301,6 +307,9 @@ func (s *Snapshot) Close() error {
 }
 
 func (s *Snapshot) release() {
+	if s.stopWarm != nil {
+		close(s.stopWarm)
+	}
 	if s.data != nil {
 		s.data.Close()
 	}
@@ -612,13 +621,21 @@ func (s *Snapshot) Row(id string) (uint32, bool) { return s.Lookup(id) }
 // resident for 157.9 MiB of points), and open alone added 5-7 MiB of
 // file-backed RSS when the page cache held the files in large folios
 // (BENCHMARKS.md, "A lean process").
+//
+// A snapshot whose lookups read warmSnapshotBytes or more (index.hash and
+// the points) then has the page cache warmed in the background (warm).
 func (s *Snapshot) isolate(files map[string]*mmap.File) {
-	if f := files[format.DataFile]; f != nil && s.hot != nil {
-		f.Isolate(mmapSpans(s.hot.PointSpans())...)
+	var points []mmap.Span
+	if s.hot != nil {
+		points = mmapSpans(s.hot.PointSpans())
+	}
+	if f := files[format.DataFile]; f != nil {
+		f.Isolate(points...)
 	}
 	if f := files[format.IndexFile]; f != nil && s.index != nil {
 		f.Isolate(mmapSpans(s.index.BufferSpans(f.Bytes))...)
 	}
+	s.warm(files[format.HashFile], files[format.DataFile], points)
 	for _, f := range s.files {
 		f.DropResident()
 	}

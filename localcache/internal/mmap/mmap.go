@@ -19,6 +19,7 @@ type File struct {
 	Bytes []byte
 	base  []byte // the whole mapping (Bytes is a window of it)
 	f     *os.File
+	off   int64   // the file offset base maps from
 	h     uintptr // platform handle kept for unmapping (Windows)
 	cuts  []int   // Isolate's region boundaries, offsets into base, sorted
 }
@@ -70,7 +71,7 @@ func mapSpan(f *os.File, path string, start, span int64, what string, n int64) (
 		f.Close()
 		return nil, fmt.Errorf("mmap %s: %s too large (%d bytes)", path, what, n)
 	}
-	m := &File{f: f}
+	m := &File{f: f, off: start}
 	if err := m.mapFile(start, int(span)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("mmap %s: %w", path, err)
