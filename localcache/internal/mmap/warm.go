@@ -2,6 +2,7 @@ package mmap
 
 import (
 	"os"
+	"runtime"
 	"slices"
 	"unsafe"
 )
@@ -88,12 +89,18 @@ func (w *Warmer) Bytes() int64 {
 	return n
 }
 
-// warmChunk bounds one mapping of Run: stop is checked between chunks.
-const warmChunk = 32 << 20
+// warmChunk bounds one mapping of Run: stop is checked between chunks,
+// and the process's RSS holds at most one chunk while it is populated.
+const warmChunk = 4 << 20
 
 // Run reads the Warmer's regions into the page cache, a chunk at a time,
-// until done, stop is closed (nil error), or a chunk fails.
+// until done, stop is closed (nil error), or a chunk fails. Its reads wait
+// behind every other read of the process (the idle I/O class, where the
+// scheduler has classes), so it should run on a goroutine of its own: the
+// goroutine is locked to its thread, which ends with it.
 func (w *Warmer) Run(stop <-chan struct{}) error {
+	runtime.LockOSThread() // not unlocked: the thread keeps the idle class and must end
+	ioprioIdle()
 	for _, r := range w.ranges {
 		for lo := r.Lo; lo < r.Hi; lo += warmChunk {
 			select {

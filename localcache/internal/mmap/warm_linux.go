@@ -27,10 +27,22 @@ func warmRange(f *os.File, off int64, n int) error {
 	}
 	defer unix.Munmap(b)
 	// Advice only: where the system disables huge pages the populate still
-	// reads the pages, in smaller folios.
+	// reads the pages, in smaller folios. MADV_RANDOM makes each fault read
+	// its one 2 MiB folio and nothing ahead, so that a lookup's read waits
+	// behind at most that one.
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	_ = unix.Madvise(b, unix.MADV_RANDOM)
 	if err := unix.Madvise(b, unix.MADV_POPULATE_READ); err != nil {
 		return fmt.Errorf("warm %s at %d+%d: %w", f.Name(), off, n, err)
 	}
 	return nil
+}
+
+// ioprioIdle puts the calling thread's reads in the idle I/O class
+// (ioprio_set(IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_IDLE)): schedulers that
+// honour classes (mq-deadline, bfq) serve other reads first. The caller
+// must keep the goroutine locked to its thread until the thread ends.
+func ioprioIdle() {
+	const whoProcess, classIdle, classShift = 1, 3, 13
+	_, _, _ = unix.Syscall(unix.SYS_IOPRIO_SET, whoProcess, 0, classIdle<<classShift)
 }
