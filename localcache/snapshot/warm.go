@@ -8,11 +8,13 @@ import (
 
 // warmSnapshotBytes is the size of what lookups read (index.hash and the
 // points) from which an opened snapshot has the page cache warmed. At full
-// scale (1.7 GiB) the warm-up took 1-1.5 s from a cold cache and made
-// lookups 0.87-0.95x the resident path's time where they took 1.03-1.22x
-// (separate processes); at pet scale (0.17 GiB) the folios made no
-// difference to lookups (BENCHMARKS.md "Warming large snapshots"). A
-// variable for tests.
+// scale (1.7 GiB, files evicted first) the warm-up read them in 1.1-1.6 s
+// (against 4.4-5.8 s for reading every series through the mapping without
+// it), and lookups took 0.89-1.00x the resident path's time where they
+// took 1.02-1.25x; the first lookup after a cold open waits behind it
+// (2.4-2.9 ms against 0.25-0.41). At pet scale (0.17 GiB) 2 MiB folios
+// made no difference to lookups, and the first lookup is not delayed
+// (BENCHMARKS.md "Warming large snapshots"). A variable for tests.
 var warmSnapshotBytes = 512 << 20
 
 // warm starts the background read of index.hash and of the points of

@@ -12,24 +12,26 @@ import (
 const hugeSize = 2 << 20
 
 // A Warmer reads regions of a mapped file into the page cache in huge
-// folios, through a mapping of its own, without mapping anything into the
-// File's mapping: it leaves the process's RSS as it was, and a later fault
-// of the File's mapping on a 2 MiB folio maps the whole folio with one
-// page-directory entry.
+// folios, through a mapping of its own (at most warmChunk of it at a time,
+// unmapped again), without mapping anything into the File's mapping: a
+// later fault of the File's mapping on a 2 MiB folio maps the whole folio
+// with one page-directory entry.
 //
 // Why: Linux (6.18 measured) keeps a file in the folios it was read in. A
 // file faulted in through a mapping under MADV_RANDOM is held in 4 KiB
-// folios, and a lookup into gigabytes of them misses the TLB and walks page
-// tables that miss the caches too: at full scale (2.82M series) lookups
-// took 1.16x the resident path's time in the same process, against
-// 0.89-0.99x when the page cache held the files in 2 MiB folios
+// folios for as long as it stays cached, and a lookup into gigabytes of
+// them misses the TLB and walks page tables that miss the caches too: at
+// full scale (2.82M series, files evicted first) lookups took 1.02-1.25x
+// the resident path's time, and 0.89-1.00x after a Warmer had read them
 // (BENCHMARKS.md "Warming large snapshots"). A Warmer's mapping asks for
 // huge pages (MADV_HUGEPAGE) and populates itself (MADV_POPULATE_READ,
 // Linux 5.14): each fault reads the 2 MiB-aligned folio around it, where
-// the read path would ramp up from small folios and never reach 2 MiB in
-// a region of a few MiB. The File's own mapping keeps its advice: asking
-// huge pages of it made the first lookup after a cold open read 2 MiB per
-// fault (2.8-3.8 ms at full scale, against 0.24-0.57).
+// the read path ramps up from small folios and never reaches 2 MiB in a
+// region of a few MiB, and readahead(2) reads 4 KiB folios. The File's own
+// mapping keeps its advice: asking huge pages of it made the first lookup
+// after a cold open read 2 MiB a fault, and lookups were slower in some
+// runs, for a reason not found (BENCHMARKS.md "Page-cache folios and huge
+// pages at full scale").
 //
 // The Warmer holds its own descriptor of the file (a duplicate), so it may
 // outlive the File. A file shorter than a region (truncated since) ends
