@@ -11,7 +11,7 @@ import (
 // scale (1.7 GiB, files evicted first) the warm-up read them in 1.1-1.6 s
 // (against 4.4-5.8 s for reading every series through the mapping without
 // it), and lookups took 0.89-1.00x the resident path's time where they
-// took 1.02-1.25x; the first lookup after a cold open waits behind it
+// took 0.96-1.23x; the first lookup after a cold open waits behind it
 // (2.4-2.9 ms against 0.25-0.41). At pet scale (0.17 GiB) 2 MiB folios
 // made no difference to lookups, and the first lookup is not delayed
 // (BENCHMARKS.md "Warming large snapshots"). A variable for tests.

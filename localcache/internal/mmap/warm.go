@@ -21,7 +21,7 @@ const hugeSize = 2 << 20
 // file faulted in through a mapping under MADV_RANDOM is held in 4 KiB
 // folios for as long as it stays cached, and a lookup into gigabytes of
 // them misses the TLB and walks page tables that miss the caches too: at
-// full scale (2.82M series, files evicted first) lookups took 1.02-1.25x
+// full scale (2.82M series, files evicted first) lookups took 0.96-1.23x
 // the resident path's time, and 0.89-1.00x after a Warmer had read them
 // (BENCHMARKS.md "Warming large snapshots"). A Warmer's mapping asks for
 // huge pages (MADV_HUGEPAGE) and populates itself (MADV_POPULATE_READ,
