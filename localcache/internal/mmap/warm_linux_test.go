@@ -157,3 +157,34 @@ func TestWarmerStopsAndFails(t *testing.T) {
 		t.Logf("truncated: %v", err)
 	}
 }
+
+// TestWarmerOfRange: a region mapping's spans are offsets into the region;
+// the Warmer reads the file's folios under them.
+func TestWarmerOfRange(t *testing.T) {
+	const size = 8 << 20
+	path := writeBig(t, size)
+	evict(t, path)
+	m, err := OpenRange(path, 3<<20+100, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	// Region bytes [1 MiB - 100, 1 MiB + 1) are file bytes [4 MiB, 4 MiB + 101).
+	w, err := m.Warmer(Span{1<<20 - 100, 1<<20 + 1})
+	if err != nil || w == nil {
+		t.Fatalf("Warmer: %v, %v", w, err)
+	}
+	defer w.Close()
+	if got, want := w.Bytes(), int64(2<<20); got != want {
+		t.Fatalf("Bytes() = %d, want %d (the file's folio [4 MiB, 6 MiB))", got, want)
+	}
+	if err := w.Run(nil); err != nil {
+		t.Fatal(err)
+	}
+	ps := os.Getpagesize()
+	for p, c := range cachedPages(t, path) {
+		if in := p*ps >= 4<<20 && p*ps < 6<<20; in && !c || !in && p*ps < 4<<20 && c {
+			t.Fatalf("page %d (offset %d): cached %v", p, p*ps, c)
+		}
+	}
+}
