@@ -49,6 +49,27 @@ func residentKiB(t *testing.T, path string) int {
 	return total
 }
 
+// writeDaily writes a snapshot of series daily series of perSeries points
+// each (series s, day d: value s*perSeries+d), named by names, in record
+// batches of batchRows rows.
+func writeDaily(t *testing.T, series, perSeries, batchRows int, names func(s int) (id, name string)) (string, *format.Manifest) {
+	t.Helper()
+	tb := &format.Table{}
+	for s := range series {
+		id, name := names(s)
+		tb.Series = append(tb.Series, format.SeriesMeta{ID: id, Frequency: format.Daily, Name: name, Unit: "u"})
+		for d := range perSeries {
+			tb.Append(uint32(s), int64(d)*86400, float64(s*perSeries+d))
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "snap")
+	m, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "snap", Created: time.Unix(1e9, 0), BatchRows: batchRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, m
+}
+
 // settle drops the files from the page cache and reads them back
 // sequentially, as the pet bench does: readahead then holds them in large
 // folios, which a fault maps whole.
@@ -79,23 +100,14 @@ func settle(t *testing.T, dir string) {
 // every series).
 func TestLookupsMapOnlyWhatTheyRead(t *testing.T) {
 	const series, perSeries = 20_000, 40 // 800K rows: 4 record batches of data.arrow
-	tb := &format.Table{}
 	idBytes := 0
 	var ids []string // in id order: row r is series r
-	for s := range series {
-		id := fmt.Sprintf("DATASET.SERIES_%06d.WITH_A_LONGER_ID_TO_FILL_PAGES", s)
+	dir, m := writeDaily(t, series, perSeries, 1<<18, func(s int) (id, name string) {
+		id = fmt.Sprintf("DATASET.SERIES_%06d.WITH_A_LONGER_ID_TO_FILL_PAGES", s)
 		idBytes += len(id)
 		ids = append(ids, id)
-		tb.Series = append(tb.Series, format.SeriesMeta{ID: id, Frequency: format.Daily, Name: strings.Repeat("name ", 40) + id, Unit: "u"})
-		for d := range perSeries {
-			tb.Append(uint32(s), int64(d)*86400, float64(s*perSeries+d))
-		}
-	}
-	dir := filepath.Join(t.TempDir(), "snap")
-	m, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "snap", Created: time.Unix(1e9, 0), BatchRows: 1 << 18})
-	if err != nil {
-		t.Fatal(err)
-	}
+		return id, strings.Repeat("name ", 40) + id
+	})
 	if m.Batches < 2 {
 		t.Fatalf("%d batches: the test needs batch boundaries", m.Batches)
 	}
@@ -215,18 +227,9 @@ func evictFiles(t *testing.T, dir string) {
 // large snapshots").
 func TestLargeSnapshotWarmsPageCache(t *testing.T) {
 	const series, perSeries = 5_000, 40
-	tb := &format.Table{}
-	for s := range series {
-		tb.Series = append(tb.Series, format.SeriesMeta{ID: fmt.Sprintf("S%05d", s), Frequency: format.Daily, Name: strings.Repeat("n", 200), Unit: "u"})
-		for d := range perSeries {
-			tb.Append(uint32(s), int64(d)*86400, float64(s*perSeries+d))
-		}
-	}
-	dir := filepath.Join(t.TempDir(), "snap")
-	m, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "snap", Created: time.Unix(1e9, 0), BatchRows: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, m := writeDaily(t, series, perSeries, 1<<16, func(s int) (id, name string) {
+		return fmt.Sprintf("S%05d", s), strings.Repeat("n", 200)
+	})
 	data, hash, index := filepath.Join(dir, format.DataFile), filepath.Join(dir, format.HashFile), filepath.Join(dir, format.IndexFile)
 
 	// What open alone brings into the page cache (headers and footers).
@@ -287,8 +290,26 @@ func TestLargeSnapshotWarmsPageCache(t *testing.T) {
 		}
 	}
 
-	// Closed at once: the warm-up ends.
+	// Two at once: one warms after the other, both end.
 	closeS()
+	evictFiles(t, dir)
+	var two [2]*snapshot.Snapshot
+	for i := range two {
+		if two[i], err = snapshot.Open(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, x := range two {
+		if err := x.WaitWarm(); err != nil {
+			t.Errorf("snapshot %d of two: warm-up: %v", i, err)
+		}
+		x.Close()
+	}
+	if got := cachedBytes(t, data); got < rows*12 {
+		t.Errorf("two warm-ups: data.arrow: %d bytes cached, want at least %d", got, rows*12)
+	}
+
+	// Closed at once: the warm-up ends.
 	evictFiles(t, dir)
 	c, err := snapshot.Open(dir)
 	if err != nil {

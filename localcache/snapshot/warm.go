@@ -51,6 +51,17 @@ func (s *Snapshot) warm(hf, df *mmap.File, points []mmap.Span) {
 	}
 	s.warmed, s.stopWarm = make(chan struct{}), make(chan struct{})
 	go func() {
+		// One warm-up at a time in the process: several would only share
+		// the disk, and each takes an OS thread while it runs.
+		select {
+		case warmTurn <- struct{}{}:
+			defer func() { <-warmTurn }()
+		case <-s.stopWarm:
+			hw.Close()
+			dw.Close()
+			close(s.warmed)
+			return
+		}
 		var errs []error
 		for _, w := range []*mmap.Warmer{hw, dw} {
 			if w == nil {
@@ -65,6 +76,9 @@ func (s *Snapshot) warm(hf, df *mmap.File, points []mmap.Span) {
 		close(s.warmed)
 	}()
 }
+
+// warmTurn is held by the warm-up that runs.
+var warmTurn = make(chan struct{}, 1)
 
 // warmDone records a warm-up that ended before it started.
 func (s *Snapshot) warmDone(err error) {

@@ -118,5 +118,10 @@ func (w *Warmer) Run(stop <-chan struct{}) error {
 	return nil
 }
 
-// Close closes the Warmer's descriptor.
-func (w *Warmer) Close() error { return w.f.Close() }
+// Close closes the Warmer's descriptor (nil: nothing to close).
+func (w *Warmer) Close() error {
+	if w == nil {
+		return nil
+	}
+	return w.f.Close()
+}

@@ -60,6 +60,24 @@ func evict(t *testing.T, path string) {
 	}
 }
 
+// evictedWarmer evicts path from the page cache, maps it and returns a
+// Warmer of spans of it; both are closed when the test ends.
+func evictedWarmer(t *testing.T, path string, spans ...Span) (*File, *Warmer) {
+	t.Helper()
+	evict(t, path)
+	m, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	w, err := m.Warmer(spans...)
+	if err != nil || w == nil {
+		t.Fatalf("Warmer: %v, %v", w, err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return m, w
+}
+
 // TestWarmerReadsWholeFolios: a Warmer reads the 2 MiB-aligned folios
 // under its spans into the page cache, none before them, maps nothing into
 // the File's mapping, and works after the File is closed.
@@ -100,17 +118,7 @@ func TestWarmerReadsWholeFolios(t *testing.T) {
 	}
 
 	// The File's own mapping gets no resident page from a Warmer.
-	evict(t, path)
-	m2, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m2.Close()
-	w2, err := m2.Warmer(Span{0, size})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w2.Close()
+	m2, w2 := evictedWarmer(t, path, Span{0, size})
 	if err := w2.Run(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -127,17 +135,7 @@ func TestWarmerReadsWholeFolios(t *testing.T) {
 func TestWarmerStopsAndFails(t *testing.T) {
 	const size = 8 << 20
 	path := writeBig(t, size)
-	evict(t, path)
-	m, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	w, err := m.Warmer(Span{0, size})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	_, w := evictedWarmer(t, path, Span{0, size})
 	stop := make(chan struct{})
 	close(stop)
 	if err := w.Run(stop); err != nil {
