@@ -115,6 +115,9 @@ type Options struct {
 	// "Compatibility"). A companion's local rebase writes the version of
 	// the server's snapshot it reproduces (CompactThroughVersion).
 	FormatVersion int
+	// WarmSnapshots opens snapshots with snapshot.Options.Warm: large ones
+	// are read into the page cache in 2 MiB folios in the background.
+	WarmSnapshots bool
 }
 
 // openWAL opens the write-ahead log in dir, or a MemoryWAL when the
@@ -132,13 +135,13 @@ func (s *Store) openSnapshot(d *Dataset, id string) (*snapshot.Snapshot, error) 
 	if s.opts.OpenSnapshot != nil {
 		return s.opts.OpenSnapshot(d.name, id)
 	}
-	return snapshot.Open(filepath.Join(d.dir, format.SnapshotsDir, id))
+	return snapshot.OpenOptions(filepath.Join(d.dir, format.SnapshotsDir, id), snapshot.Options{Warm: s.opts.WarmSnapshots})
 }
 
 // OpenSnapshotDir opens snapshot id of dataset from its directory in the
 // home (what the store does without Options.OpenSnapshot).
 func (s *Store) OpenSnapshotDir(dataset, id string) (*snapshot.Snapshot, error) {
-	return snapshot.Open(filepath.Join(s.DatasetDir(dataset), format.SnapshotsDir, id))
+	return snapshot.OpenOptions(filepath.Join(s.DatasetDir(dataset), format.SnapshotsDir, id), snapshot.Options{Warm: s.opts.WarmSnapshots})
 }
 
 // dropDirIfElsewhere removes the directory of snap's id when snap is

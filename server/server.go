@@ -61,6 +61,10 @@ type Options struct {
 	// an older build keeps the version they read (es serve
 	// --format-version).
 	FormatVersion int
+	// WarmSnapshots reads what lookups read of each large snapshot the
+	// server opens into the page cache in 2 MiB folios in the background
+	// (snapshot.Options.Warm; es serve --warm).
+	WarmSnapshots bool
 	// Hub options (queue sizes, ping interval).
 	Hub hub.Options
 
@@ -325,7 +329,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.lk.rollbackOf = map[string]rollbackMark{}
-	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep, DeltaInMemory: true, FormatVersion: o.FormatVersion}
+	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep, DeltaInMemory: true, FormatVersion: o.FormatVersion, WarmSnapshots: o.WarmSnapshots}
 	var heads func() map[string]lakeHead
 	if o.Lake != nil {
 		heads = s.startLake(lo) // lakeserve.go: reads the heads while the store opens

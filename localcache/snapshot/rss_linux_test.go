@@ -219,10 +219,11 @@ func evictFiles(t *testing.T, dir string) {
 	}
 }
 
-// TestLargeSnapshotWarmsPageCache: a snapshot whose lookups read at least
-// warmSnapshotBytes has index.hash and the points read into the page cache
+// TestLargeSnapshotWarmsPageCache: a snapshot opened with Options.Warm
+// whose lookups read at least warmSnapshotBytes has index.hash and the points read into the page cache
 // in the background after open, without any of it mapped into the process
-// (RSS unchanged) and without index.arrow; a smaller one is not warmed;
+// (RSS unchanged) and without index.arrow; a smaller one, or one opened
+// without the option, is not warmed;
 // closing a snapshot ends its warm-up (issue 14, BENCHMARKS.md "Warming
 // large snapshots").
 func TestLargeSnapshotWarmsPageCache(t *testing.T) {
@@ -234,7 +235,7 @@ func TestLargeSnapshotWarmsPageCache(t *testing.T) {
 
 	// What open alone brings into the page cache (headers and footers).
 	evictFiles(t, dir)
-	small, err := snapshot.Open(dir)
+	small, err := snapshot.OpenOptions(dir, snapshot.Options{Warm: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,8 +249,19 @@ func TestLargeSnapshotWarmsPageCache(t *testing.T) {
 	small.Close()
 
 	defer snapshot.SetWarmSnapshotBytes(1)()
+	// Above the size, without the option: not warmed.
+	off, err := snapshot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.Warming() {
+		t.Error("warmed without Options.Warm")
+	}
+	off.Close()
+
+	warm := snapshot.Options{Warm: true}
 	evictFiles(t, dir)
-	s, err := snapshot.Open(dir)
+	s, err := snapshot.OpenOptions(dir, warm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +307,7 @@ func TestLargeSnapshotWarmsPageCache(t *testing.T) {
 	evictFiles(t, dir)
 	var two [2]*snapshot.Snapshot
 	for i := range two {
-		if two[i], err = snapshot.Open(dir); err != nil {
+		if two[i], err = snapshot.OpenOptions(dir, warm); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -311,7 +323,7 @@ func TestLargeSnapshotWarmsPageCache(t *testing.T) {
 
 	// Closed at once: the warm-up ends.
 	evictFiles(t, dir)
-	c, err := snapshot.Open(dir)
+	c, err := snapshot.OpenOptions(dir, warm)
 	if err != nil {
 		t.Fatal(err)
 	}

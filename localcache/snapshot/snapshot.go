@@ -235,7 +235,7 @@ func openMapped(m *format.Manifest, manifestBytes []byte, o Options, mapFile fun
 		return nil, &format.CorruptionError{File: format.ManifestFile, Offset: -1,
 			Err: fmt.Errorf("%d of %d series are hot but no %s is listed", m.HotSeries, m.Series, format.TailFile)}
 	}
-	s.isolate(byName)
+	s.isolate(byName, o.Warm)
 	s.refs.Store(1)
 	return s, nil
 }
@@ -622,9 +622,10 @@ func (s *Snapshot) Row(id string) (uint32, bool) { return s.Lookup(id) }
 // file-backed RSS when the page cache held the files in large folios
 // (BENCHMARKS.md, "A lean process").
 //
-// A snapshot whose lookups read warmSnapshotBytes or more (index.hash and
-// the points) then has the page cache warmed in the background (warm).
-func (s *Snapshot) isolate(files map[string]*mmap.File) {
+// With Options.Warm, a snapshot whose lookups read warmSnapshotBytes or
+// more (index.hash and the points) then has the page cache warmed in the
+// background (warm).
+func (s *Snapshot) isolate(files map[string]*mmap.File, warm bool) {
 	var points []mmap.Span
 	if s.hot != nil {
 		points = mmapSpans(s.hot.PointSpans())
@@ -635,7 +636,9 @@ func (s *Snapshot) isolate(files map[string]*mmap.File) {
 	if f := files[format.IndexFile]; f != nil && s.index != nil {
 		f.Isolate(mmapSpans(s.index.BufferSpans(f.Bytes))...)
 	}
-	s.warm(files[format.HashFile], files[format.DataFile], points)
+	if warm {
+		s.warm(files[format.HashFile], files[format.DataFile], points)
+	}
 	for _, f := range s.files {
 		f.DropResident()
 	}

@@ -19,6 +19,14 @@ type Options struct {
 	// DefaultTailCacheBytes; negative keeps nothing (every cold read
 	// decodes its block).
 	TailCacheBytes int64
+	// Warm reads what lookups read (index.hash and the points) into the
+	// page cache in 2 MiB folios in the background after open, when that
+	// is warmSnapshotBytes or more (warm.go). Off by default: on the
+	// development machine (a virtual machine) lookups over 2 MiB folios
+	// were 5-10% faster than over 4 KiB ones in most runs and 30-45%
+	// slower in some, for a reason not found (BENCHMARKS.md "Warming
+	// large snapshots").
+	Warm bool
 }
 
 // tailState is the cold tier of a snapshot: tail.parquet mapped at Open,

@@ -7,17 +7,17 @@ import (
 )
 
 // warmSnapshotBytes is the size of what lookups read (index.hash and the
-// points) from which an opened snapshot has the page cache warmed. At full
-// scale (1.7 GiB, files evicted first) the warm-up read them in 1.1-1.6 s
-// (against 4.4-5.8 s for reading every series through the mapping without
-// it), and lookups took 0.89-1.00x the resident path's time where they
-// took 0.96-1.23x; the first lookup after a cold open waits behind it
-// (2.4-2.9 ms against 0.25-0.41). At pet scale (0.17 GiB) 2 MiB folios
-// made no difference to lookups, and the first lookup is not delayed
-// (BENCHMARKS.md "Warming large snapshots"). A variable for tests.
+// points) from which a snapshot opened with Options.Warm has the page
+// cache warmed. At full scale (1.7 GiB, files evicted first) the warm-up
+// read them in 1.1-1.6 s, where reading every series through the mapping
+// took 4.4-5.8 s, and the first lookup after a cold open waits behind it
+// (2.4-2.9 ms against 0.25-0.41). Lookups then took 0.90-1.07 µs in 21 of
+// 28 runs and 1.15-1.52 in 7, against 1.0-1.3 without it (BENCHMARKS.md
+// "Warming large snapshots"). At pet scale (0.17 GiB) 2 MiB folios made no
+// difference to lookups. A variable for tests.
 var warmSnapshotBytes = 512 << 20
 
-// warm starts the background read of index.hash and of the points of
+// warm (Options.Warm) starts the background read of index.hash and of the points of
 // data.arrow into the page cache in 2 MiB folios (mmap.Warmer), when they
 // add up to warmSnapshotBytes or more. Lookups do not wait for it: a
 // lookup before it reaches their pages faults them in as before. It stops

@@ -23,7 +23,8 @@ const hugeSize = 2 << 20
 // them misses the TLB and walks page tables that miss the caches too: at
 // full scale (2.82M series, files evicted first) lookups took 0.96-1.23x
 // the resident path's time, and 0.89-1.00x after a Warmer had read them
-// (BENCHMARKS.md "Warming large snapshots"). A Warmer's mapping asks for
+// in most runs, 1.1-1.45x in some (BENCHMARKS.md "Warming large
+// snapshots": why is not known, so the snapshot's warm-up is opt-in). A Warmer's mapping asks for
 // huge pages (MADV_HUGEPAGE) and populates itself (MADV_POPULATE_READ,
 // Linux 5.14): each fault reads the 2 MiB-aligned folio around it, where
 // the read path ramps up from small folios and never reaches 2 MiB in a
