@@ -41,6 +41,7 @@ func childFlags(fs *flag.FlagSet, a *childArgs) {
 	fs.IntVar(&a.nice, "nice", 0, "niceness of the measuring children (open, touch, get, resident), e.g. -10 on a shared machine (needs root)")
 	fs.Uint64Var(&a.seed, "seed", 1, "seed of the synthetic data and of the queries")
 	fs.BoolVar(&a.intraday, "intraday", false, "generate with hourly series (5%); the snapshot then stores timestamp periods")
+	fs.BoolVar(&a.warm, "warm", false, "children get, open and touch: open snapshots with the page-cache warm-up (localcache.Options.WarmSnapshots)")
 	fs.IntVar(&a.n, "gets", 200_000, "random lookups timed for get_p50/p99")
 	fs.IntVar(&a.nTable, "duck-table-queries", 2000, "queries timed against the DuckDB table")
 	fs.IntVar(&a.nParq, "duck-parquet-queries", 200, "queries timed against DuckDB over Parquet")
@@ -64,6 +65,7 @@ type childArgs struct {
 	seed     uint64
 	profile  string // write a CPU profile here
 	intraday bool
+	warm     bool // children get, open, touch: snapshots opened with the page-cache warm-up
 	reopen   int
 	nice     int
 	engine   string // child cg: store or resident
@@ -128,7 +130,7 @@ func childOpen(a childArgs) (map[string]any, error) {
 	var ru0, ru1 unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	t0 := time.Now()
-	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true})
+	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true, WarmSnapshots: a.warm})
 	open := time.Since(t0)
 	if err != nil {
 		return nil, err
@@ -199,7 +201,7 @@ func childOpen(a childArgs) (map[string]any, error) {
 // total and per mapped file.
 func childTouch(a childArgs) (map[string]any, error) {
 	base := rssMB()
-	s, err := snapshot.Open(a.snap)
+	s, err := snapshot.OpenOptions(a.snap, snapshot.Options{Warm: a.warm})
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +328,7 @@ func childGet(a childArgs) (map[string]any, error) {
 	s.Close()
 	runtime.GC()
 
-	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true})
+	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true, WarmSnapshots: a.warm})
 	if err != nil {
 		return nil, err
 	}
