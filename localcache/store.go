@@ -135,7 +135,7 @@ func (s *Store) openSnapshot(d *Dataset, id string) (*snapshot.Snapshot, error) 
 	if s.opts.OpenSnapshot != nil {
 		return s.opts.OpenSnapshot(d.name, id)
 	}
-	return snapshot.OpenOptions(filepath.Join(d.dir, format.SnapshotsDir, id), snapshot.Options{Warm: s.opts.WarmSnapshots})
+	return s.OpenSnapshotDir(d.name, id)
 }
 
 // OpenSnapshotDir opens snapshot id of dataset from its directory in the

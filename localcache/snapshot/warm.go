@@ -17,9 +17,9 @@ import (
 // difference to lookups. A variable for tests.
 var warmSnapshotBytes = 512 << 20
 
-// warm (Options.Warm) starts the background read of index.hash and of the points of
-// data.arrow into the page cache in 2 MiB folios (mmap.Warmer), when they
-// add up to warmSnapshotBytes or more. Lookups do not wait for it: a
+// warm (Options.Warm) starts the background read of index.hash and of the
+// points of data.arrow into the page cache in 2 MiB folios (mmap.Warmer),
+// when they add up to warmSnapshotBytes or more. Lookups do not wait for it: a
 // lookup before it reaches their pages faults them in as before. It stops
 // when the snapshot is released.
 func (s *Snapshot) warm(hf, df *mmap.File, points []mmap.Span) {
@@ -40,9 +40,7 @@ func (s *Snapshot) warm(hf, df *mmap.File, points []mmap.Span) {
 	}
 	dw, err := df.Warmer(points...)
 	if err != nil {
-		if hw != nil {
-			hw.Close()
-		}
+		hw.Close()
 		s.warmDone(err)
 		return
 	}

@@ -24,11 +24,12 @@ const hugeSize = 2 << 20
 // full scale (2.82M series, files evicted first) lookups took 0.96-1.23x
 // the resident path's time, and 0.89-1.00x after a Warmer had read them
 // in most runs, 1.1-1.45x in some (BENCHMARKS.md "Warming large
-// snapshots": why is not known, so the snapshot's warm-up is opt-in). A Warmer's mapping asks for
-// huge pages (MADV_HUGEPAGE) and populates itself (MADV_POPULATE_READ,
-// Linux 5.14): each fault reads the 2 MiB-aligned folio around it, where
-// the read path ramps up from small folios and never reaches 2 MiB in a
-// region of a few MiB, and readahead(2) reads 4 KiB folios. The File's own
+// snapshots": why is not known, so the snapshot's warm-up is opt-in). A
+// Warmer's mapping asks for huge pages (MADV_HUGEPAGE) and populates
+// itself (MADV_POPULATE_READ, Linux 5.14): each fault reads the 2
+// MiB-aligned folio around it, where the read path ramps up from small
+// folios and never reaches 2 MiB in a region of a few MiB, and
+// readahead(2) reads 4 KiB folios. The File's own
 // mapping keeps its advice: asking huge pages of it made the first lookup
 // after a cold open read 2 MiB a fault, and lookups were slower in some
 // runs, for a reason not found (BENCHMARKS.md "Page-cache folios and huge
@@ -81,15 +82,6 @@ func (m *File) Warmer(spans ...Span) (*Warmer, error) {
 		return nil, err
 	}
 	return &Warmer{f: f, ranges: out}, nil
-}
-
-// Bytes is the number of bytes of the file Run reads (at most).
-func (w *Warmer) Bytes() int64 {
-	var n int64
-	for _, r := range w.ranges {
-		n += int64(r.Hi - r.Lo)
-	}
-	return n
 }
 
 // warmChunk bounds one mapping of Run: stop is checked between chunks,
