@@ -138,6 +138,7 @@ func TestGoldenCook(t *testing.T) {
 		{"golden_v2_date32.json", false, 2, false}, {"golden_v2_timestamp.json", true, 2, false},
 		{"golden_v3_date32.json", false, 3, false}, {"golden_v3_timestamp.json", true, 3, false},
 		{"golden_v4_date32.json", false, 4, false}, {"golden_v4_timestamp.json", true, 4, false},
+		{"golden_v5_date32.json", false, 5, false}, {"golden_v5_timestamp.json", true, 5, false},
 		// tail.parquet's bytes (written by tailwrite through the hook).
 		{"golden_tail_date32.json", false, 2, true}, {"golden_tail_timestamp.json", true, 2, true},
 	} {

@@ -50,6 +50,8 @@ func fuzzSnapshots(f testing.TB) []fuzzSnap {
 			{goldenTable(false), 0, 2},
 			{goldenTable(false), 0, 3},
 			{randomTable(rng, 30, 12, false), 20, 3},
+			{goldenTable(false), 0, 4},
+			{randomTable(rng, 30, 12, false), 20, 4},
 		} {
 			dir, m := writeSnap(f, c.tb, WriteOptions{BatchRows: c.batch, Version: c.version})
 			s := fuzzSnap{
@@ -249,14 +251,15 @@ func FuzzOpenData(f *testing.F) {
 }
 
 // FuzzOpenHot: a damaged index.hash (versions 2 and 3: slots, batch
-// table, records with or without the ids; version 4: directory, row
-// table, records in hash order) over the real index.arrow and data.arrow. Open refuses it with a
+// table, records with or without the ids; versions 4 and 5: directory,
+// row table, records in hash order, version 5's with each series' first
+// and last period) over the real index.arrow and data.arrow. Open refuses it with a
 // CorruptionError or serves it; serving never panics, never returns a row
 // that does not exist, and never slices points outside data.arrow (a
 // damaged record may misdirect a lookup to another row, as damaged data
 // gives wrong values: the scrub's chunk hashes and Verify catch both). Each
 // input is offered as every version (version 1: records built at open;
-// versions 2, 3 and 4 refuse each other's files by the version field).
+// versions 2 to 5 refuse each other's files by the version field).
 var fuzzSink float64
 
 func FuzzOpenHot(f *testing.F) {
@@ -278,7 +281,7 @@ func FuzzOpenHot(f *testing.F) {
 		}
 		defer d.Close()
 		b = aligned(b)
-		for _, version := range []int{1, 2, 3, 4} {
+		for _, version := range []int{1, 2, 3, 4, 5} {
 			h, err := OpenHot(version, b, ib, db, x, d)
 			if err != nil {
 				isCorruption(t, err)
@@ -352,6 +355,16 @@ func FuzzOpenHot(f *testing.F) {
 	})
 }
 
+// boundsMatch reports whether record rec's first and last period, when
+// it holds them (version 5), are those of its points ps.
+func boundsMatch(h *HotIndex, rec uint32, ps []int64) bool {
+	if !h.bounds || rec >= h.n || len(ps) == 0 {
+		return true
+	}
+	first, last, ok := recordBounds(h, rec)
+	return !ok || first == ps[0] && last == ps[len(ps)-1]
+}
+
 // checkHotRange checks HotRangeDays/HotRangeSecs of row against Slice's
 // days/secs/vals narrowed by sort.Search (the same probes as theirs, so
 // the same answer on unsorted periods too): the same points of the
@@ -391,9 +404,10 @@ func checkHotRange(t *testing.T, h *HotIndex, row uint32, hok bool, hf Frequency
 		if !rok {
 			continue
 		}
-		if !slices.IsSorted(ps) {
-			// A record misdirected to points out of order (damage): the
-			// range search promises only a part of the series' points.
+		if !slices.IsSorted(ps) || !boundsMatch(h, rec, ps) {
+			// A record misdirected to points out of order, or whose first
+			// and last period are not its points' (damage): the range
+			// search promises only a part of the series' points.
 			lo := 0
 			if len(rv) > 0 {
 				lo = int((uintptr(unsafe.Pointer(&rv[0])) - uintptr(unsafe.Pointer(&vals[0]))) / 8)

@@ -83,11 +83,12 @@ type Hash struct {
 	table   []byte
 	mask    uint64
 	n       uint32
-	version int    // 1, 2, 3 or 4
-	log2    uint32 // of the slot count (version 4: of the bucket count)
+	version int    // 1..5
+	log2    uint32 // of the slot count (versions 4 and 5: of the bucket count)
 	batches uint32 // versions 2 and 3: data.arrow's batch count
 	stride  uint32 // versions 2 and 3: bytes a hot record
-	inline  uint32 // version 3: the longest id stored in its record
+	inline  uint32 // versions 3..5: the longest id stored in its record
+	base    int64  // version 5: what the records' first and last periods count from
 }
 
 // OpenHash checks the header of index.hash (version 1 or 2) and returns a
@@ -108,7 +109,7 @@ func OpenHash(b []byte, series int) (Hash, error) {
 		if got, want := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); got != want {
 			return Hash{}, corrupt(f, 28, "header checksum %08x, want %08x", got, want)
 		}
-	case hashVersion2, hashVersion3, hashVersion4:
+	case hashVersion2, hashVersion3, hashVersion4, hashVersion5:
 		header = hotHeaderSize
 		if len(b) < hotHeaderSize {
 			return Hash{}, corrupt(f, 0, "file is %d bytes, shorter than its %d-byte header", len(b), hotHeaderSize)
@@ -117,7 +118,7 @@ func OpenHash(b []byte, series int) (Hash, error) {
 			return Hash{}, corrupt(f, 60, "header checksum %08x, want %08x", got, want)
 		}
 		reserved := 32
-		if v == hashVersion3 {
+		if v == hashVersion3 || v == hashVersion5 {
 			reserved = 40
 		}
 		for i := reserved; i < 60; i++ {
@@ -125,8 +126,8 @@ func OpenHash(b []byte, series int) (Hash, error) {
 				return Hash{}, corrupt(f, int64(i), "reserved header byte is %#x, not 0", b[i])
 			}
 		}
-		if v == hashVersion4 {
-			return openHash4(b, series)
+		if v >= hashVersion4 {
+			return openHash4(b, series, int(v))
 		}
 	default:
 		return Hash{}, corrupt(f, 8, "unsupported version %d", v)
@@ -194,7 +195,7 @@ func (h Hash) Lookup(id string, idAt func(row uint32) string) (uint32, bool) {
 // own row.
 func verifyHash(b []byte, ids func(row uint32) string, n int) error {
 	h, err := OpenHash(b, n)
-	if err != nil || h.version == hashVersion4 { // no slot table: verifyHot4
+	if err != nil || h.version >= hashVersion4 { // no slot table: verifyHot4
 		return err
 	}
 	if got, want := crc32.Checksum(h.table, castagnoli), binary.LittleEndian.Uint32(b[20:]); got != want {

@@ -183,10 +183,14 @@ type HotIndex struct {
 	// stride is the bytes of a record (32 in version 2), inline the
 	// longest id stored inside its record (versions 3 and 4; 0: none is).
 	stride, inline uint64
-	// Version 4: the directory and the row table (nil before), and the
+	// Versions 4 and 5: the directory and the row table (nil before), and the
 	// shift that leaves a hash's bucket (64 - k).
 	dir, pos []byte
 	shift    uint64
+	// Version 5: the records hold their series' first and last period,
+	// counted from base.
+	bounds bool
+	base   int64
 	// Built is true when the records were built in memory at open (a
 	// version 1 snapshot) rather than read from index.hash.
 	Built bool
@@ -201,7 +205,7 @@ type HotIndex struct {
 // syscall per lookup would cost more than it could save.
 const coldLookups = 32
 
-// willNeedDir is the largest version 4 directory OpenHot asks the disk
+// willNeedDir is the largest version 4 or 5 directory OpenHot asks the disk
 // for at open.
 const willNeedDir = 1 << 20
 
@@ -259,7 +263,8 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 		}
 		t.stride, t.inline = uint64(h.stride), uint64(h.inline)
 		_, recAt, _ := hotLayout(uint64(h.log2), uint64(h.n), uint64(h.batches), t.stride)
-		if h.version == hashVersion4 {
+		if h.version >= hashVersion4 {
+			t.bounds, t.base = h.version == hashVersion5, h.base
 			var dirAt, posAt uint64
 			dirAt, posAt, recAt, _ = hotLayout4(uint64(h.log2), uint64(h.n), uint64(h.batches))
 			t.dir, t.pos, t.shift = hb[dirAt:posAt], hb[posAt:recAt], 64-uint64(h.log2)
@@ -305,7 +310,7 @@ func (p PeriodType) size() int {
 }
 
 // Lookup returns the index row of id: Find, then the record's row, whose
-// entry in the row table must be that record (version 4: a damaged file
+// entry in the row table must be that record (versions 4 and 5: a damaged file
 // finds nothing rather than a row that names another record).
 func (t *HotIndex) Lookup(id string) (uint32, bool) {
 	rec, ok := t.Find(id)
@@ -320,7 +325,7 @@ func (t *HotIndex) Lookup(id string) (uint32, bool) {
 }
 
 // Find returns the record of id (its position among the records, for
-// HotRangeDays and HotRangeSecs): in version 4 the bucket's records in
+// HotRangeDays and HotRangeSecs): in versions 4 and 5 the bucket's records in
 // the directory (find4), before it the slot, whose record is the row's.
 //
 // The slot and the record are read without bounds checks: OpenHot checked
@@ -329,6 +334,9 @@ func (t *HotIndex) Lookup(id string) (uint32, bool) {
 // half of every lookup (BENCHMARKS.md "Serving snapshot v2").
 func (t *HotIndex) Find(id string) (uint32, bool) {
 	if t.pos != nil {
+		if t.bounds {
+			return t.find5(id)
+		}
 		return t.find4(id)
 	}
 	hv := HashID(id)
@@ -580,8 +588,8 @@ func offsetIn(b []byte, p unsafe.Pointer) (uint64, bool) {
 // buildHash2 builds index.hash version 2 or 3 for the rows of x over
 // index.arrow and data.arrow's bytes.
 func buildHash2(version int, x *Index, d *Data, ib, db []byte) ([]byte, error) {
-	if version == hashVersion4 {
-		return buildHash4(x, d, ib, db)
+	if version >= hashVersion4 {
+		return buildHash4(version, x, d, ib, db)
 	}
 	var inline uint32
 	stride := uint64(HotRecordSize)
@@ -626,7 +634,7 @@ func verifyHot(hb, ib, db []byte, x *Index, d *Data) error {
 	if err != nil || h.version == hashVersion {
 		return err
 	}
-	if h.version == hashVersion4 {
+	if h.version >= hashVersion4 {
 		return verifyHot4(hb, ib, db, x, d, h)
 	}
 	if h.version == hashVersion3 {
@@ -745,12 +753,25 @@ func hotRange[T int32 | int64](t *HotIndex, rec uint32, from, to int64) (periods
 		prefetch.Range(uintptr(vp), 8*uintptr(n))
 		prefetch.Range(uintptr(pp), psize*uintptr(n))
 	}
-	lo, hi := rangeOf[T](pp, n, from, to)
+	// The series' first and last period: from the record (version 5),
+	// else read from the points (two loads in parallel, a round of cache
+	// misses before the guesses can be read).
+	var first, last int64
+	var ahead unsafe.Pointer // the values to load from the guesses on
+	if t.bounds && *(*uint32)(unsafe.Add(rb, v5FirstAt)) != noBounds {
+		first, last = t.base+int64(*(*uint32)(unsafe.Add(rb, v5FirstAt))), t.base+int64(*(*uint32)(unsafe.Add(rb, v5LastAt)))
+		if n > shortSeries {
+			ahead = vp
+		}
+	} else {
+		first, last = int64(at[T](pp, 0)), int64(at[T](pp, n-1))
+	}
+	lo, hi := rangeOf[T](pp, ahead, n, from, to, first, last)
 	if lo >= hi {
 		return
 	}
 	pp, vp = unsafe.Add(pp, psize*uintptr(lo)), unsafe.Add(vp, 8*lo)
-	if n > shortSeries && hi-lo > prefetchPoints {
+	if ahead == nil && n > shortSeries && hi-lo > prefetchPoints {
 		prefetch.Range(uintptr(vp), 8*uintptr(hi-lo))
 		prefetch.Range(uintptr(pp), psize*uintptr(hi-lo))
 	}
@@ -790,9 +811,10 @@ func mkSlice[T any](p unsafe.Pointer, n uint) (s []T) {
 
 // rangeOf is [lo, hi) of the n (> 0) sorted periods at p (int32 days or
 // int64 seconds; p and n checked by the caller) with from <= period <= to.
+// first and last are the first and the last period (the caller read them,
+// or took them from a version 5 record): a range that covers an end of the
+// series needs no search for that end.
 //
-// The first and the last period are read first (two loads in parallel):
-// a range that covers an end of the series needs no search for that end.
 // An end inside the series is searched from where it would be if the
 // periods were evenly spaced (interpolation), galloping out from that
 // guess, then bisecting what the gallop bracketed. The periods of a
@@ -801,9 +823,15 @@ func mkSlice[T any](p unsafe.Pointer, n uint) (s []T) {
 // line of the guess, where the binary search over the whole series read a
 // chain of about log2(n/16) dependent lines, each a likely cache miss
 // (BENCHMARKS.md "Interpolated range ends"). Any order of the periods,
-// even a corrupt one, gives lo and hi within [0, n] in O(log n) probes.
-func rangeOf[T int32 | int64](p unsafe.Pointer, n uint, from, to int64) (lo, hi uint) {
-	first, last := int64(at[T](p, 0)), int64(at[T](p, n-1))
+// even a corrupt one, and any first and last give lo and hi within [0, n]
+// in O(log n) probes.
+//
+// ahead, when not nil, is the series' values: the lines of the values and
+// the periods between the two guesses are asked of the CPU before the
+// guesses' periods are read, so that they load together (a lookup whose
+// record gives first and last then waits for one round of reads after
+// the record; BENCHMARKS.md "Version 5: the bounds in the record").
+func rangeOf[T int32 | int64](p, ahead unsafe.Pointer, n uint, from, to, first, last int64) (lo, hi uint) {
 	if from > last || to < first {
 		return 0, 0
 	}
@@ -815,6 +843,17 @@ func rangeOf[T int32 | int64](p unsafe.Pointer, n uint, from, to int64) (lo, hi 
 	}
 	if to < last {
 		gh = guess(to+1, first, scale, n)
+	}
+	if ahead != nil {
+		end := n
+		if to < last {
+			end = min(gh+1, n)
+		}
+		if end > gl {
+			psize := unsafe.Sizeof(T(0))
+			prefetch.Range(uintptr(ahead)+8*uintptr(gl), 8*uintptr(end-gl))
+			prefetch.Range(uintptr(p)+psize*uintptr(gl), psize*uintptr(end-gl))
+		}
 	}
 	// Both guesses' periods are read before either search branches on
 	// one: the two loads (cache misses, for a long series) overlap.

@@ -3,6 +3,7 @@ package format
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 	"math/bits"
 	"unsafe"
 )
@@ -52,14 +53,46 @@ const (
 	v4RowAt      = 60
 )
 
-// bucketLog2 is k of version 4 for n series: about four series a bucket,
+// index.hash version 5 (format version 5) is version 4 with each hot
+// series' first and last period in its record, so that a lookup makes
+// its range search's guesses from the record alone: it then reads the
+// guesses' periods and the values between them in one round, where
+// version 4 read the first and the last period, then the guesses, then
+// the values (BENCHMARKS.md "Version 5: the bounds in the record"). The
+// room comes from the inline id (36 bytes, not 40) and the tag, which an
+// inline id does not need (its length and bytes are in the same line):
+//
+//	32  int64    base: the smallest first period of a hot series (days or
+//	    seconds; 0 when there is none); bytes 40..60 reserved (0)
+//	R   records of 64 bytes:
+//	      0  16 bytes as in version 3
+//	      16 [36]byte the id's bytes, zero-padded, when it is at most 36
+//	         bytes long; else the uint64 byte offset of the id in
+//	         index.arrow, at 24 the low 32 bits of the id's hash, zeros
+//	      52 uint32 first - base: the series' first period
+//	      56 uint32 last - base: its last period; both 0xFFFFFFFF (noBounds)
+//	         when the series is not hot, has no points, or its periods
+//	         do not fit (a lookup then reads them from data.arrow)
+//	      60 uint32 the index row
+//
+// Everything else is version 4's.
+const (
+	hashVersion5 = 5
+	v5Inline     = 36
+	v5TagAt      = 24 // of an id stored out of line
+	v5FirstAt    = 52
+	v5LastAt     = 56
+	noBounds     = 0xFFFFFFFF
+)
+
+// bucketLog2 is k of versions 4 and 5 for n series: about four series a bucket,
 // at least 16 buckets.
 func bucketLog2(n int) uint32 { return max(uint32(bits.Len(uint(n/4))), 4) }
 
 func align64(n uint64) uint64 { return (n + hotRecordsAlign - 1) &^ (hotRecordsAlign - 1) }
 
 // hotLayout4 is the position of the directory, the row table and the
-// records of a version 4 index.hash, and its size.
+// records of a version 4 or 5 index.hash, and its size.
 func hotLayout4(k, series, batches uint64) (dirAt, posAt, recAt, size uint64) {
 	dirAt = align64(batchAt + batchLocSize*batches)
 	posAt = align64(dirAt + 4*(1<<k+1))
@@ -67,12 +100,23 @@ func hotLayout4(k, series, batches uint64) (dirAt, posAt, recAt, size uint64) {
 	return dirAt, posAt, recAt, recAt + v4Stride*series
 }
 
-// buildHash4 builds index.hash version 4 for the rows of x over
+// buildHash4 builds index.hash version 4 or 5 for the rows of x over
 // index.arrow's and data.arrow's bytes.
-func buildHash4(x *Index, d *Data, ib, db []byte) ([]byte, error) {
-	batches, rowRecs, err := buildHotTables(x, d, ib, db, v4Inline)
+func buildHash4(version int, x *Index, d *Data, ib, db []byte) ([]byte, error) {
+	inline := uint32(v4Inline)
+	if version == hashVersion5 {
+		inline = v5Inline
+	}
+	batches, rowRecs, err := buildHotTables(x, d, ib, db, inline)
 	if err != nil {
 		return nil, err
+	}
+	var base int64
+	var bounds [][2]int64 // version 5: each row's first and last period (ok when first <= last)
+	if version == hashVersion5 {
+		if base, bounds, err = seriesBounds(x, d); err != nil {
+			return nil, err
+		}
 	}
 	n := uint64(x.N)
 	k := uint64(bucketLog2(x.N))
@@ -91,7 +135,7 @@ func buildHash4(x *Index, d *Data, ib, db []byte) ([]byte, error) {
 		binary.LittleEndian.PutUint32(buf[dirAt+4*uint64(b):], at)
 	}
 	next := dir[:1<<k]
-	inStride := uint64(recordStride(v4Inline))
+	inStride := uint64(recordStride(inline))
 	for r := range n {
 		b := hv[r] >> (64 - k)
 		p := uint64(next[b])
@@ -99,19 +143,69 @@ func buildHash4(x *Index, d *Data, ib, db []byte) ([]byte, error) {
 		binary.LittleEndian.PutUint32(buf[posAt+4*r:], uint32(p))
 		e := buf[recAt+v4Stride*p:][:v4Stride]
 		copy(e, rowRecs[inStride*r:][:inStride])
-		binary.LittleEndian.PutUint32(e[v4TagAt:], uint32(hv[r]))
+		if version == hashVersion4 {
+			binary.LittleEndian.PutUint32(e[v4TagAt:], uint32(hv[r]))
+		} else {
+			if len(x.ID(uint32(r))) > v5Inline {
+				binary.LittleEndian.PutUint32(e[v5TagAt:], uint32(hv[r]))
+			}
+			f, l := uint32(noBounds), uint32(noBounds)
+			if b := bounds[r]; b[0] <= b[1] && b[1]-base < noBounds {
+				f, l = uint32(b[0]-base), uint32(b[1]-base)
+			}
+			binary.LittleEndian.PutUint32(e[v5FirstAt:], f)
+			binary.LittleEndian.PutUint32(e[v5LastAt:], l)
+		}
 		binary.LittleEndian.PutUint32(e[v4RowAt:], uint32(r))
 	}
 	copy(buf, hashMagic)
 	copy(buf[batchAt:], batches)
-	binary.LittleEndian.PutUint32(buf[8:], hashVersion4)
+	binary.LittleEndian.PutUint32(buf[8:], uint32(version))
 	binary.LittleEndian.PutUint32(buf[12:], uint32(k))
 	binary.LittleEndian.PutUint32(buf[16:], uint32(n))
 	binary.LittleEndian.PutUint32(buf[20:], crc32.Checksum(buf[dirAt:recAt], castagnoli))
 	binary.LittleEndian.PutUint32(buf[24:], uint32(d.NumBatches))
 	binary.LittleEndian.PutUint32(buf[28:], hotCRC(buf, dirAt, recAt))
+	if version == hashVersion5 {
+		binary.LittleEndian.PutUint64(buf[32:], uint64(base))
+	}
 	binary.LittleEndian.PutUint32(buf[60:], crc32.Checksum(buf[:60], castagnoli))
 	return buf, nil
+}
+
+// seriesBounds is each row's first and last period as data.arrow holds
+// them (the periods a lookup's range search reads), and the smallest
+// first: first > last (no bounds) for a row that is not hot, has no
+// points or whose points lie outside its batch.
+func seriesBounds(x *Index, d *Data) (base int64, bounds [][2]int64, err error) {
+	bounds = make([][2]int64, x.N)
+	base = math.MaxInt64
+	for r := range uint32(x.N) {
+		bounds[r] = [2]int64{1, 0}
+		if x.Tier[r] != uint8(Hot) || x.Length[r] == 0 || int(x.Batch[r]) >= d.NumBatches {
+			continue
+		}
+		b, err := d.Batch(int(x.Batch[r]))
+		if err != nil {
+			return 0, nil, err
+		}
+		off, end := int(x.Offset[r]), int(x.Offset[r])+int(x.Length[r])
+		if end > b.Len() {
+			continue
+		}
+		if b.Secs != nil {
+			bounds[r] = [2]int64{b.Secs[off], b.Secs[end-1]}
+		} else {
+			bounds[r] = [2]int64{int64(b.Days[off]), int64(b.Days[end-1])}
+		}
+		if bounds[r][0] <= bounds[r][1] {
+			base = min(base, bounds[r][0])
+		}
+	}
+	if base == math.MaxInt64 {
+		base = 0
+	}
+	return base, bounds, nil
 }
 
 // find4 is Find in a version 4 index.hash: the bucket's records, the tag
@@ -141,7 +235,37 @@ func (t *HotIndex) find4(id string) (uint32, bool) {
 	return 0, false
 }
 
-// row is the index row of record rec (< t.n) of a version 4 index.hash.
+// find5 is find4 for version 5, whose records have no tag: an inline
+// id's length and bytes are compared (in the record's line), a longer
+// id's length and the tag beside its offset before index.arrow is read.
+func (t *HotIndex) find5(id string) (uint32, bool) {
+	hv := HashID(id)
+	dir := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.dir)), 4*(hv>>t.shift))
+	lo, hi := *(*uint32)(dir), *(*uint32)(unsafe.Add(dir, 4))
+	if hi > t.n {
+		return 0, false
+	}
+	n := uint16(len(id))
+	if len(id) > MaxSeriesIDLen {
+		return 0, false
+	}
+	recs := unsafe.Pointer(unsafe.SliceData(t.recs))
+	for r := lo; r < hi; r++ {
+		rb := unsafe.Add(recs, uint64(r)*v4Stride)
+		if *(*uint16)(unsafe.Add(rb, 14)) != n || n > v5Inline && *(*uint32)(unsafe.Add(rb, v5TagAt)) != uint32(hv) {
+			continue
+		}
+		if t.cold.Load() > 0 {
+			t.prefetch(r)
+		}
+		if t.sameID(rb, id) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// row is the index row of record rec (< t.n) of a version 4 or 5 index.hash.
 func (t *HotIndex) row(rec uint32) uint32 {
 	return *(*uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(rec)*v4Stride+v4RowAt))
 }
@@ -161,7 +285,7 @@ func (t *HotIndex) Rec(row uint32) (uint32, bool) {
 	return rec, rec < t.n && t.row(rec) == row
 }
 
-// verifyHot4 checks a version 4 index.hash beyond its header (OpenHash):
+// verifyHot4 checks a version 4 or 5 index.hash beyond its header (OpenHash):
 // its two checksums, then every byte against the file buildHash4 makes of
 // index.arrow and data.arrow.
 func verifyHot4(hb, ib, db []byte, x *Index, d *Data, h Hash) error {
@@ -175,14 +299,23 @@ func verifyHot4(hb, ib, db []byte, x *Index, d *Data, h Hash) error {
 	if int(h.batches) != d.NumBatches {
 		return corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
 	}
-	want, err := buildHash4(x, d, ib, db)
+	want, err := buildHash4(h.version, x, d, ib, db)
 	if err != nil {
 		return err
 	}
-	i := firstDiff(hb, want)
+	// The tables first: damage to them (with its checksums rewritten)
+	// also changes the header's checksums, and is named by where it is.
+	i := firstDiff(hb[batchAt:], want[batchAt:])
+	if i >= 0 {
+		i += batchAt
+	} else if i = firstDiff(hb[:batchAt], want[:batchAt]); i >= 32 && i < 40 && h.version == hashVersion5 {
+		return corrupt(HashFile, int64(i), "the base of the records' periods does not match data.arrow")
+	}
 	switch {
 	case i < 0:
 		return nil
+	case uint64(i) < batchAt:
+		return corrupt(HashFile, int64(i), "header does not match the tables")
 	case uint64(i) < dirAt:
 		return corrupt(HashFile, int64(i), "batch %d does not match data.arrow", (uint64(i)-batchAt)/batchLocSize)
 	case uint64(i) < posAt:
@@ -190,13 +323,20 @@ func verifyHot4(hb, ib, db []byte, x *Index, d *Data, h Hash) error {
 	case uint64(i) < recAt:
 		return corrupt(HashFile, int64(i), "row table entry %d does not match the ids' hashes", (uint64(i)-posAt)/4)
 	}
-	return corrupt(HashFile, int64(i), "record %d does not match index.arrow", (uint64(i)-recAt)/v4Stride)
+	rec := (uint64(i) - recAt) / v4Stride
+	if at := (uint64(i) - recAt) % v4Stride; h.version == hashVersion5 && at >= v5FirstAt && at < v4RowAt {
+		return corrupt(HashFile, int64(i), "record %d: first or last period does not match data.arrow", rec)
+	}
+	return corrupt(HashFile, int64(i), "record %d does not match index.arrow", rec)
 }
 
-// openHash4 checks the rest of a version 4 header (its checksum and
+// openHash4 checks the rest of a version 4 or 5 header (its checksum and
 // reserved bytes are checked): k, the series count and the size.
-func openHash4(b []byte, series int) (Hash, error) {
-	h := Hash{version: hashVersion4, stride: v4Stride, inline: v4Inline}
+func openHash4(b []byte, series, version int) (Hash, error) {
+	h := Hash{version: version, stride: v4Stride, inline: v4Inline}
+	if version == hashVersion5 {
+		h.inline, h.base = v5Inline, int64(binary.LittleEndian.Uint64(b[32:]))
+	}
 	h.log2, h.n, h.batches = binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:]), binary.LittleEndian.Uint32(b[24:])
 	if int(h.n) != series {
 		return Hash{}, corrupt(HashFile, 16, "holds %d series, index has %d", h.n, series)

@@ -29,11 +29,12 @@ const (
 	// manifest.json. FormatVersion is what Write writes; readers take
 	// MinFormatVersion..FormatVersion. Version 2 added the hot records to
 	// index.hash (hot.go), version 3 the ids inside them, version 4 put
-	// them in hash order behind a bucket directory (hot4.go); data.arrow,
-	// index.arrow and tail.parquet are the same in all four and carry
-	// fileVersion in their own metadata.
+	// them in hash order behind a bucket directory (hot4.go), version 5
+	// each series' first and last period in its record (hot4.go);
+	// data.arrow, index.arrow and tail.parquet are the same in all five
+	// and carry fileVersion in their own metadata.
 	FormatName       = "energyscope-snapshot"
-	FormatVersion    = 4
+	FormatVersion    = 5
 	MinFormatVersion = 1
 
 	// ChunkSize is the unit of transfer and of per-chunk hashes.

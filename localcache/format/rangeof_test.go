@@ -21,12 +21,17 @@ func wantRange[T int32 | int64](ps []T, from, to int64) (uint, uint) {
 
 func checkRange[T int32 | int64](t *testing.T, ps []T, from, to int64) {
 	t.Helper()
-	lo, hi := rangeOf[T](unsafe.Pointer(unsafe.SliceData(ps)), uint(len(ps)), from, to)
-	if lo >= hi {
-		lo, hi = 0, 0
-	}
-	if wlo, whi := wantRange(ps, from, to); lo != wlo || hi != whi {
-		t.Fatalf("rangeOf(%d periods %v..%v, %d, %d) = [%d, %d), sort.Search says [%d, %d)", len(ps), ps[0], ps[len(ps)-1], from, to, lo, hi, wlo, whi)
+	p := unsafe.Pointer(unsafe.SliceData(ps))
+	values := make([]float64, len(ps)) // what a version 5 lookup asks the CPU for ahead
+	first, last := int64(ps[0]), int64(ps[len(ps)-1])
+	for _, ahead := range []unsafe.Pointer{nil, unsafe.Pointer(unsafe.SliceData(values))} {
+		lo, hi := rangeOf[T](p, ahead, uint(len(ps)), from, to, first, last)
+		if lo >= hi {
+			lo, hi = 0, 0
+		}
+		if wlo, whi := wantRange(ps, from, to); lo != wlo || hi != whi {
+			t.Fatalf("rangeOf(%d periods %v..%v, %d, %d) = [%d, %d), sort.Search says [%d, %d)", len(ps), ps[0], ps[len(ps)-1], from, to, lo, hi, wlo, whi)
+		}
 	}
 }
 
@@ -127,9 +132,16 @@ func TestRangeOfUnsorted(t *testing.T) {
 			slices.Reverse(ps)
 		}
 		from := int64(r.IntN(1200)) - 600
-		lo, hi := rangeOf[int32](unsafe.Pointer(unsafe.SliceData(ps)), uint(n), from, from+int64(r.IntN(600)))
+		// The first and last period as the points give them, or as a
+		// damaged version 5 record might (any two values).
+		first, last := int64(ps[0]), int64(ps[n-1])
+		if r.IntN(2) == 0 {
+			first, last = int64(r.Int32())-1<<30, int64(r.Int32())-1<<30
+		}
+		values := make([]float64, n)
+		lo, hi := rangeOf[int32](unsafe.Pointer(unsafe.SliceData(ps)), unsafe.Pointer(unsafe.SliceData(values)), uint(n), from, from+int64(r.IntN(600)), first, last)
 		if lo > uint(n) || hi > uint(n) {
-			t.Fatalf("rangeOf over %d unsorted periods = [%d, %d)", n, lo, hi)
+			t.Fatalf("rangeOf over %d unsorted periods (first %d, last %d) = [%d, %d)", n, first, last, lo, hi)
 		}
 	}
 }

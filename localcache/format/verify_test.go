@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -105,7 +107,7 @@ func TestVerifyManifestFlips(t *testing.T) {
 }
 
 func TestVerifyFileProblems(t *testing.T) {
-	for _, version := range []int{3, 4} {
+	for _, version := range []int{3, 4, 5} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { verifyFileProblems(t, version) })
 	}
 }
@@ -113,96 +115,112 @@ func TestVerifyFileProblems(t *testing.T) {
 func verifyFileProblems(t *testing.T, version int) {
 	src, _ := writeSnap(t, goldenTable(false), WriteOptions{Version: version})
 	cases := []struct {
-		name    string
-		file    string
-		mutate  func(t *testing.T, dir string)
-		version int // 0: every version
+		name     string
+		file     string
+		mutate   func(t *testing.T, dir string)
+		versions []int // nil: every version
 	}{
-		{"manifest missing", ManifestFile, func(t *testing.T, dir string) { rm(t, dir, ManifestFile) }, 0},
-		{"data missing", DataFile, func(t *testing.T, dir string) { rm(t, dir, DataFile) }, 0},
-		{"index missing", IndexFile, func(t *testing.T, dir string) { rm(t, dir, IndexFile) }, 0},
-		{"hash missing", HashFile, func(t *testing.T, dir string) { rm(t, dir, HashFile) }, 0},
-		{"data truncated", DataFile, func(t *testing.T, dir string) { truncate(t, dir, DataFile, -1) }, 0},
-		{"hash extended", HashFile, func(t *testing.T, dir string) { truncate(t, dir, HashFile, +1) }, 0},
-		{"garbage manifest", ManifestFile, func(t *testing.T, dir string) { put(t, dir, ManifestFile, []byte("{not json")) }, 0},
-		{"empty manifest", ManifestFile, func(t *testing.T, dir string) { put(t, dir, ManifestFile, nil) }, 0},
+		{"manifest missing", ManifestFile, func(t *testing.T, dir string) { rm(t, dir, ManifestFile) }, nil},
+		{"data missing", DataFile, func(t *testing.T, dir string) { rm(t, dir, DataFile) }, nil},
+		{"index missing", IndexFile, func(t *testing.T, dir string) { rm(t, dir, IndexFile) }, nil},
+		{"hash missing", HashFile, func(t *testing.T, dir string) { rm(t, dir, HashFile) }, nil},
+		{"data truncated", DataFile, func(t *testing.T, dir string) { truncate(t, dir, DataFile, -1) }, nil},
+		{"hash extended", HashFile, func(t *testing.T, dir string) { truncate(t, dir, HashFile, +1) }, nil},
+		{"garbage manifest", ManifestFile, func(t *testing.T, dir string) { put(t, dir, ManifestFile, []byte("{not json")) }, nil},
+		{"empty manifest", ManifestFile, func(t *testing.T, dir string) { put(t, dir, ManifestFile, nil) }, nil},
 		{"manifest version from the future", ManifestFile, func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.Version = FormatVersion + 1 })
-		}, 0},
-		{"manifest version 0", ManifestFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 0 }) }, 0},
-		{"manifest version 1 over index.hash of the version written", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 1 }) }, 0},
-		{"manifest version 2 over index.hash of the version written", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 2 }) }, 0},
-		{"manifest version 3 over index.hash 4", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 3 }) }, 4},
-		{"manifest version 4 over index.hash 3", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 4 }) }, 3},
+		}, nil},
+		{"manifest version 0", ManifestFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 0 }) }, nil},
+		{"manifest version 1 over index.hash of the version written", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 1 }) }, nil},
+		{"manifest version 2 over index.hash of the version written", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 2 }) }, nil},
+		{"manifest version 3 over index.hash 4", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 3 }) }, []int{4, 5}},
+		{"manifest version 4 over index.hash 3", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 4 }) }, []int{3}},
 		{"inline id byte rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			// Row 4 is "a", inside its record like every golden id.
 			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[recAt+4*uint64(b[36])+recordHead]++ })
-		}, 3},
+		}, []int{3}},
 		{"inline id byte rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) {
 				b[recAt+v4Stride*uint64(binary.LittleEndian.Uint32(b[posAt+4*4:]))+recordHead]++ // row 4's record
 			})
-		}, 4},
+		}, []int{4, 5}},
 		{"directory entry rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { b[dirAt+4*3]++ })
-		}, 4},
+		}, []int{4, 5}},
 		{"directory entry beyond the records, checksums fixed", HashFile, func(t *testing.T, dir string) {
 			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { binary.LittleEndian.PutUint32(b[dirAt+4*5:], 1<<30) })
-		}, 4},
+		}, []int{4, 5}},
 		{"row table entry rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { b[posAt+4*2] ^= 1 })
-		}, 4},
+		}, []int{4, 5}},
 		{"record's hash tag rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { b[recAt+v4TagAt]++ })
-		}, 4},
+		}, []int{4}},
+		{"manifest version 4 over index.hash 5", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 4 }) }, []int{5}},
+		{"manifest version 5 over index.hash 4", HashFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Version = 5 }) }, []int{4}},
+		{"record's first period rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
+			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { b[recAt+v5FirstAt]++ })
+		}, []int{5}},
+		{"record's last period rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
+			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { b[recAt+v4Stride+v5LastAt]-- })
+		}, []int{5}},
+		{"record's bounds dropped (noBounds) with its checksums", HashFile, func(t *testing.T, dir string) {
+			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) {
+				binary.LittleEndian.PutUint64(b[recAt+v5FirstAt:], math.MaxUint64)
+			})
+		}, []int{5}},
+		{"base of the periods rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
+			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { b[32]++ })
+		}, []int{5}},
 		{"record's row rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { b[recAt+v4Stride+v4RowAt] ^= 1 })
-		}, 4},
+		}, []int{4, 5}},
 		{"bucket count wrong, checksums fixed", HashFile, func(t *testing.T, dir string) {
 			rewriteHash4(t, dir, func(b []byte, dirAt, posAt, recAt uint64) { b[12]++ })
-		}, 4},
+		}, []int{4, 5}},
 		{"id length rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[recAt+14]-- }) // row 0's id length
-		}, 0},
+		}, nil},
 		{"inline length out of range", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[32] = maxInline + 8; b[36] = byte(recordStride(maxInline + 8)) })
-		}, 3},
+		}, []int{3}},
 		{"record stride wrong", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[36] += 8 })
-		}, 3},
+		}, []int{3}},
 		{"hot record rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[recAt+4]++ }) // row 0's offset
-		}, 0},
+		}, nil},
 		{"reserved header byte set, checksums fixed", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) { b[40] = 1 })
-		}, 0},
+		}, nil},
 		{"batch table rewritten with its checksums", HashFile, func(t *testing.T, dir string) {
 			rewriteHash(t, dir, func(b []byte, recAt uint64) {
 				b[batchAt] += 8 // batch 0's period offset
 			})
-		}, 0},
+		}, nil},
 		{"wrong sha256", IndexFile, func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.File(IndexFile).SHA256 = strings.Repeat("0", 64) })
-		}, 0},
+		}, nil},
 		{"chunk hash wrong", DataFile, func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.File(DataFile).Chunks[0] = strings.Repeat("a", 64) })
-		}, 0},
-		{"epoch does not match id", ManifestFile, func(t *testing.T, dir string) { editManifestRaw(t, dir, func(m *Manifest) { m.Epoch++ }) }, 0},
-		{"seq does not match id", ManifestFile, func(t *testing.T, dir string) { editManifestRaw(t, dir, func(m *Manifest) { m.CoversThroughSeq = 7 }) }, 0},
+		}, nil},
+		{"epoch does not match id", ManifestFile, func(t *testing.T, dir string) { editManifestRaw(t, dir, func(m *Manifest) { m.Epoch++ }) }, nil},
+		{"seq does not match id", ManifestFile, func(t *testing.T, dir string) { editManifestRaw(t, dir, func(m *Manifest) { m.CoversThroughSeq = 7 }) }, nil},
 		{"id of other files", ManifestFile, func(t *testing.T, dir string) {
 			editManifestRaw(t, dir, func(m *Manifest) { m.SnapshotID = "e0-s0-000000000000" })
-		}, 0},
-		{"batch count wrong", DataFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Batches++ }) }, 0},
+		}, nil},
+		{"batch count wrong", DataFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Batches++ }) }, nil},
 		{"series count wrong", IndexFile, func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.Series++; m.HotSeries++ })
-		}, 0},
-		{"row count wrong", IndexFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Rows-- }) }, 0},
+		}, nil},
+		{"row count wrong", IndexFile, func(t *testing.T, dir string) { editManifest(t, dir, func(m *Manifest) { m.Rows-- }) }, nil},
 		{"period type wrong", IndexFile, func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.PeriodType = PeriodTimestamp })
-		}, 0},
+		}, nil},
 	}
 	for _, c := range cases {
-		if c.version != 0 && c.version != version {
+		if c.versions != nil && !slices.Contains(c.versions, version) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
@@ -278,14 +296,14 @@ func editManifestRaw(t *testing.T, dir string, edit func(*Manifest)) {
 
 // rewriteHash edits a version 2 or 3 index.hash, then fixes its checksums and
 // the manifest's entry, so that only the rebuilt comparison can catch it.
-// rewriteHash4 is rewriteHash for a version 4 index.hash: edit sees the
+// rewriteHash4 is rewriteHash for a version 4 or 5 index.hash: edit sees the
 // positions of the directory, the row table and the records, and both
 // table checksums and the header's are recomputed.
 func rewriteHash4(t *testing.T, dir string, edit func(b []byte, dirAt, posAt, recAt uint64)) {
 	t.Helper()
 	b := readFile(t, dir, HashFile)
-	if v := binary.LittleEndian.Uint32(b[8:]); v != hashVersion4 {
-		t.Fatalf("index.hash version %d, want 4", v)
+	if v := binary.LittleEndian.Uint32(b[8:]); v != hashVersion4 && v != hashVersion5 {
+		t.Fatalf("index.hash version %d, want 4 or 5", v)
 	}
 	k, n, nb := binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:]), binary.LittleEndian.Uint32(b[24:])
 	dirAt, posAt, recAt, _ := hotLayout4(uint64(k), uint64(n), uint64(nb))
@@ -299,7 +317,7 @@ func rewriteHash4(t *testing.T, dir string, edit func(b []byte, dirAt, posAt, re
 func rewriteHash(t *testing.T, dir string, edit func(b []byte, recAt uint64)) {
 	t.Helper()
 	b := readFile(t, dir, HashFile)
-	if binary.LittleEndian.Uint32(b[8:]) == hashVersion4 {
+	if binary.LittleEndian.Uint32(b[8:]) >= hashVersion4 {
 		rewriteHash4(t, dir, func(b []byte, _, _, recAt uint64) { edit(b, recAt) })
 		return
 	}

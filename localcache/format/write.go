@@ -88,7 +88,7 @@ func writeCooked(s sink, c *cooked, t *Table, inputRows int64, o WriteOptions) (
 	switch o.Version {
 	case 0:
 		o.Version = FormatVersion
-	case MinFormatVersion, 2, 3, FormatVersion:
+	case MinFormatVersion, 2, 3, 4, FormatVersion:
 	default:
 		return nil, st, fmt.Errorf("write: format version %d is not %d..%d", o.Version, MinFormatVersion, FormatVersion)
 	}

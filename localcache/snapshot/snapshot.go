@@ -5,12 +5,13 @@
 // snapshot has a cold tier), checks the manifest, the sizes and the
 // headers, and decodes nothing proportional to the data.
 // A lookup is: xxh3 of the id -> its bucket in index.hash's directory
-// (format version 4; a slot of the slot table before) -> the series' hot
+// (format versions 4 and 5; a slot of the slot table before) -> the series' hot
 // record in index.hash (its id compared: in the record in format versions
-// 3 and 4, in index.arrow before; then batch, offset, length, tier and
+// 3 to 5, in index.arrow before; then batch, offset, length, tier and
 // frequency are read from it) -> the batch's column positions in data.arrow -> the
 // period range inside the mapped period column, from the series' first
-// and last period and an interpolated guess (format.HotIndex; a format
+// and last period (in the record in format version 5, read from the
+// points before) and an interpolated guess (format.HotIndex; a format
 // version 1 snapshot gets its records built at open). Points returned by Get alias the mapping: they are valid
 // only while the caller holds a reference (TryRef ... Unref). Series of the
 // cold tier are decoded per row group of tail.parquet on first use and
@@ -418,7 +419,7 @@ func (s *Snapshot) GetInto(row uint32, from, to int64, p *Points) (format.Freque
 }
 
 // GetIntoRec is GetInto of index row row whose record Find gave as rec
-// (the lookup path: in a format version 4 snapshot Rec would read the row
+// (the lookup path: in a format version 4 or 5 snapshot Rec would read the row
 // table for it).
 func (s *Snapshot) GetIntoRec(row, rec uint32, from, to int64, p *Points) (format.Frequency, error) {
 	if days, vals, freq, ok := s.hot.HotRangeDays(rec, dayBound(from, false), dayBound(to, true)); ok {
