@@ -837,7 +837,9 @@ func rangeOf[T int32 | int64](p, ahead unsafe.Pointer, n uint, from, to, first, 
 	}
 	// The guess's scale: first < x <= last below, so last > first.
 	scale := float64(n-1) / (float64(last) - float64(first))
-	var gl, gh uint
+	// Where an end needs no search, its guess is that end of the series,
+	// whose line the range returned starts or ends in (not a line apart).
+	gl, gh := uint(0), n-1
 	if from > first {
 		gl = guess(from, first, scale, n)
 	}
