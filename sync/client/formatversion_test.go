@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
@@ -55,19 +56,27 @@ func TestOlderFormatSnapshotSyncs(t *testing.T) {
 }
 
 // TestOlderServerCompactionRebasesLocally (review 6 F6): a server whose
-// compactions still write format version 2 (a fleet not yet upgraded:
+// compactions still write an older format version (2, or 4: the version
+// before this build's; a fleet not yet upgraded:
 // server.Options.FormatVersion) and a companion of this build. After an
 // ingest and a server compaction the companion folds its records into a
-// version 2 snapshot, the server's byte for byte: a local rebase, no
-// mismatch and no download. (Before, the companion's fold wrote version
-// 3, its SHA-256s differed and it downloaded every server compaction.)
+// snapshot of that version, the server's byte for byte: a local rebase,
+// no mismatch and no download. (Before, the companion's fold wrote its own
+// version, its SHA-256s differed and it downloaded every server
+// compaction.)
 func TestOlderServerCompactionRebasesLocally(t *testing.T) {
+	for _, version := range []int{2, format.FormatVersion - 1} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { olderServerRebase(t, version) })
+	}
+}
+
+func olderServerRebase(t *testing.T, version int) {
 	home := t.TempDir()
-	m := testhome.Publish(t, home, "stocks", testhome.RandomTable(20_000), format.WriteOptions{Epoch: 1, Version: 2})
+	m := testhome.Publish(t, home, "stocks", testhome.RandomTable(20_000), format.WriteOptions{Epoch: 1, Version: version})
 	r := &rig{t: t, home: home, log: &logBuf{}}
 	r.log.dumpOnFailure(t, "server "+home)
 	var err error
-	r.srv, err = server.New(server.Options{Home: home, Logger: r.log.logger(), CompactRows: -1, CompactBytes: -1, FormatVersion: 2})
+	r.srv, err = server.New(server.Options{Home: home, Logger: r.log.logger(), CompactRows: -1, CompactBytes: -1, FormatVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,18 +92,18 @@ func TestOlderServerCompactionRebasesLocally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nm.Version != 2 {
-		t.Fatalf("server compacted to version %d, want 2", nm.Version)
+	if nm.Version != version {
+		t.Fatalf("server compacted to version %d, want %d", nm.Version, version)
 	}
 	c.waitState(nm.SnapshotID, last, 30*time.Second)
 	waitFor(t, 20*time.Second, "the rebase to be counted", func() bool {
 		return c.eng.Stats.LocalRebases.Load()+c.eng.Metrics().CompactionMismatches >= 1
 	})
 	if n, mm := c.eng.Stats.LocalRebases.Load(), c.eng.Metrics().CompactionMismatches; n != 1 || mm != 0 {
-		t.Fatalf("%d local rebases, %d mismatches: want the version 2 compaction reproduced locally", n, mm)
+		t.Fatalf("%d local rebases, %d mismatches: want the version %d compaction reproduced locally", n, mm, version)
 	}
-	if v := snapVersion(t, st, nm.SnapshotID); v != 2 {
-		t.Fatalf("companion holds format version %d after the rebase, want the server's 2", v)
+	if v := snapVersion(t, st, nm.SnapshotID); v != version {
+		t.Fatalf("companion holds format version %d after the rebase, want the server's %d", v, version)
 	}
 	sameAsServer(t, r.srv, st, "S00000", "S00007", "S01234", "S01999")
 }
