@@ -62,7 +62,7 @@ const (
 // room comes from the inline id (36 bytes, not 40) and the tag, which an
 // inline id does not need (its length and bytes are in the same line):
 //
-//	12  uint32   k: about eight series a bucket (bucketLog2), not four
+//	12  uint32   k: about sixteen or eight series a bucket (bucketLog2), not four
 //	32  int64    base: the smallest first period of a hot series (days or
 //	    seconds; 0 when there is none); bytes 40..60 reserved (0)
 //	R   records of 64 bytes:
@@ -86,20 +86,33 @@ const (
 	noBounds     = 0xFFFFFFFF
 )
 
-// bucketLog2 is k for n series: about four series a bucket in version 4,
-// about eight in version 5; at least 16 buckets. Version 5's directory is
-// half as large (1 MiB at 2.82M series, 128 KiB at 175K), and a lookup
-// scans a few more of its bucket's records, which are adjacent lines: at
-// 175K series lookups were 7% faster, at 2.82M series as fast over
-// page-cache pages in large folios and 6-17% faster over 4 KiB folios
-// (BENCHMARKS.md "Version 5: the bounds in the record", "Series a bucket").
+// bucketLog2 is k for n series: about four series a bucket in version 4;
+// in version 5 about sixteen while the directory fits in 64 KiB (up to
+// ~262K series), about eight beyond; at least 16 buckets.
+//
+// Every lookup reads a directory entry, then scans its bucket's records
+// (adjacent lines) for the id. A directory of at most 64 KiB stays in the
+// CPU's second-level cache between the lookups that use each of its lines
+// (each lookup streams ~10 other lines through it); a larger one is read
+// from the third level or memory, and then fewer, longer buckets only add
+// records to scan. Measured against four a bucket: at 175K series sixteen
+// was 13% faster, eight 7%; at 2.82M series eight was as fast over
+// page-cache pages in large folios and 6-17% faster over 4 KiB folios,
+// sixteen 5-10% slower over large folios (BENCHMARKS.md "Version 5: the
+// bounds in the record", "Series a bucket").
 func bucketLog2(version, n int) uint32 {
-	per := 4
+	k := bits.Len(uint(n / 4))
 	if version >= hashVersion5 {
-		per = 8
+		if k = bits.Len(uint(n / 16)); k > v5SmallDirLog2 {
+			k = bits.Len(uint(n / 8))
+		}
 	}
-	return max(uint32(bits.Len(uint(n/per))), 4)
+	return max(uint32(k), 4)
 }
+
+// v5SmallDirLog2 is the largest k of a version 5 directory with sixteen
+// series a bucket: 2^14 entries, 64 KiB.
+const v5SmallDirLog2 = 14
 
 func align64(n uint64) uint64 { return (n + hotRecordsAlign - 1) &^ (hotRecordsAlign - 1) }
 

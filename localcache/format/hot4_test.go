@@ -77,7 +77,7 @@ func v4Table(n int) *Table {
 // TestV4Lookups: format versions 4 and 5 find every id, inline or not,
 // at the record whose row is its row; Rec and Row are inverse; misses
 // miss; the records are in bucket order with about four (version 4) or
-// eight (version 5) a bucket; Verify
+// sixteen (version 5) a bucket; Verify
 // passes.
 func TestV4Lookups(t *testing.T) {
 	for _, version := range []int{4, 5} {
@@ -96,8 +96,9 @@ func hashOrderLookups(t *testing.T, version int) {
 	}
 	hb := readFile(t, dir, HashFile)
 	h, x := openHotOver(t, dir, m, hb)
-	// About four series a bucket in version 4, eight in version 5.
-	per := map[int]int{4: 4, 5: 8}[version]
+	// About four series a bucket in version 4, sixteen in version 5 (a
+	// directory of at most 64 KiB).
+	per := map[int]int{4: 4, 5: 16}[version]
 	if k := binary.LittleEndian.Uint32(hb[12:]); k != bucketLog2(version, 5000) || 1<<k < 5000/per/2 || 1<<k > 5000/per*2 {
 		t.Fatalf("2^%d buckets for 5000 series", k)
 	}
@@ -340,6 +341,25 @@ func TestV5DamagedBoundsServeSafely(t *testing.T) {
 			if !errors.As(err, &ce) || ce.File != HashFile || !strings.Contains(err.Error(), "first or last period") {
 				t.Fatalf("Verify of records with wrong bounds: %v", err)
 			}
+		}
+	}
+}
+
+// TestBucketLog2: version 5 has about sixteen series a bucket while the
+// directory holds at most 2^14 entries, about eight beyond; version 4
+// about four; never fewer than 16 buckets.
+func TestBucketLog2(t *testing.T) {
+	for _, c := range []struct {
+		version, n int
+		want       uint32
+	}{
+		{4, 0, 4}, {5, 0, 4}, {4, 100, 5}, {5, 100, 4},
+		{4, 175_000, 16}, {5, 175_000, 14}, // pet: 64 KiB against 256 KiB
+		{5, 1<<18 - 1, 14}, {5, 1 << 18, 16}, // the step to eight a bucket
+		{4, 2_820_000, 20}, {5, 2_820_000, 19}, // full: 2 MiB against 4 MiB
+	} {
+		if got := bucketLog2(c.version, c.n); got != c.want {
+			t.Errorf("bucketLog2(%d, %d) = %d, want %d", c.version, c.n, got, c.want)
 		}
 	}
 }
