@@ -352,9 +352,7 @@ func (t *HotIndex) Find(id string) (uint32, bool) {
 			if row >= t.n {
 				continue
 			}
-			if t.cold.Load() > 0 {
-				t.prefetch(row)
-			}
+			t.coldPrefetch(row)
 			if t.sameID(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.recs)), uint64(row)*t.stride), id) {
 				return row, true
 			}

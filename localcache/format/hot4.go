@@ -238,26 +238,39 @@ func seriesBounds(x *Index, d *Data) (base int64, bounds [][2]int64, err error) 
 // file: Verify reports it) finds nothing.
 func (t *HotIndex) find4(id string) (uint32, bool) {
 	hv := HashID(id)
-	dir := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.dir)), 4*(hv>>t.shift))
-	lo, hi := *(*uint32)(dir), *(*uint32)(unsafe.Add(dir, 4))
-	if hi > t.n {
+	lo, hi, ok := t.bucket(hv)
+	if !ok {
 		return 0, false
 	}
 	tag := uint32(hv)
 	recs := unsafe.Pointer(unsafe.SliceData(t.recs))
 	for r := lo; r < hi; r++ {
 		rb := unsafe.Add(recs, uint64(r)*v4Stride)
-		if *(*uint32)(unsafe.Add(rb, v4TagAt)) != tag {
-			continue
-		}
-		if t.cold.Load() > 0 {
-			t.prefetch(r)
-		}
-		if t.sameID(rb, id) {
-			return r, true
+		if *(*uint32)(unsafe.Add(rb, v4TagAt)) == tag {
+			t.coldPrefetch(r)
+			if t.sameID(rb, id) {
+				return r, true
+			}
 		}
 	}
 	return 0, false
+}
+
+// bucket is the records [lo, hi) of the bucket of hash hv (versions 4
+// and 5); ok is false for a directory entry beyond the records (a damaged
+// file: Verify reports it), which finds nothing.
+func (t *HotIndex) bucket(hv uint64) (lo, hi uint32, ok bool) {
+	dir := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.dir)), 4*(hv>>t.shift))
+	lo, hi = *(*uint32)(dir), *(*uint32)(unsafe.Add(dir, 4))
+	return lo, hi, hi <= t.n
+}
+
+// coldPrefetch asks for the pages of candidate record r while the
+// lookups after open still do (prefetch), before its id is compared.
+func (t *HotIndex) coldPrefetch(r uint32) {
+	if t.cold.Load() > 0 {
+		t.prefetch(r)
+	}
 }
 
 // find5 is find4 for version 5, whose records have no tag: an inline
@@ -265,26 +278,19 @@ func (t *HotIndex) find4(id string) (uint32, bool) {
 // id's length and the tag beside its offset before index.arrow is read.
 func (t *HotIndex) find5(id string) (uint32, bool) {
 	hv := HashID(id)
-	dir := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.dir)), 4*(hv>>t.shift))
-	lo, hi := *(*uint32)(dir), *(*uint32)(unsafe.Add(dir, 4))
-	if hi > t.n {
+	lo, hi, ok := t.bucket(hv)
+	if !ok || len(id) > MaxSeriesIDLen {
 		return 0, false
 	}
 	n := uint16(len(id))
-	if len(id) > MaxSeriesIDLen {
-		return 0, false
-	}
 	recs := unsafe.Pointer(unsafe.SliceData(t.recs))
 	for r := lo; r < hi; r++ {
 		rb := unsafe.Add(recs, uint64(r)*v4Stride)
-		if *(*uint16)(unsafe.Add(rb, 14)) != n || n > v5Inline && *(*uint32)(unsafe.Add(rb, v5TagAt)) != uint32(hv) {
-			continue
-		}
-		if t.cold.Load() > 0 {
-			t.prefetch(r)
-		}
-		if t.sameID(rb, id) {
-			return r, true
+		if *(*uint16)(unsafe.Add(rb, 14)) == n && (n <= v5Inline || *(*uint32)(unsafe.Add(rb, v5TagAt)) == uint32(hv)) {
+			t.coldPrefetch(r)
+			if t.sameID(rb, id) {
+				return r, true
+			}
 		}
 	}
 	return 0, false
