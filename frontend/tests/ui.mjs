@@ -99,9 +99,19 @@ try {
     box = await over.boundingBox();
     if (!box) await page.waitForTimeout(50);
   }
-  await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
-  const legend = await page.$eval('#chart .u-legend', (e) => e.textContent);
-  check('legend shows hovered values', /\d/.test(legend) && /Q\d/.test(legend), legend);
+  // uPlot updates the legend from the mouse event on a later frame, and the
+  // chart may be rebuilt once more as the table settles (a new overlay sees
+  // no cursor until the mouse moves again): move and read until the legend
+  // shows the hovered point, for up to ~5 s.
+  const hovered = (t) => /\d/.test(t) && /Q\d/.test(t);
+  let legend = '';
+  for (let i = 0; i < 50 && !hovered(legend); i++) {
+    box = (await over.boundingBox()) ?? box;
+    await page.mouse.move(box.x + box.width * (0.5 + (i % 2) * 0.01), box.y + box.height * 0.5);
+    await page.waitForTimeout(i === 0 ? 20 : 100);
+    legend = await page.$eval('#chart .u-legend', (e) => e.textContent);
+  }
+  check('legend shows hovered values', hovered(legend), legend);
   await page.screenshot({ path: `${artifacts}/ui-explorer.png` });
   await page.click('#add-export');
 
