@@ -754,10 +754,14 @@ func hotRange[T int32 | int64](t *HotIndex, rec uint32, from, to int64) (periods
 	// The series' first and last period: from the record (version 5),
 	// else read from the points (two loads in parallel, a round of cache
 	// misses before the guesses can be read).
+	f := uint32(noBounds)
+	if t.bounds {
+		f = *(*uint32)(unsafe.Add(rb, v5FirstAt))
+	}
 	var first, last int64
 	var ahead unsafe.Pointer // the values to load from the guesses on
-	if t.bounds && *(*uint32)(unsafe.Add(rb, v5FirstAt)) != noBounds {
-		first, last = t.base+int64(*(*uint32)(unsafe.Add(rb, v5FirstAt))), t.base+int64(*(*uint32)(unsafe.Add(rb, v5LastAt)))
+	if f != noBounds {
+		first, last = t.base+int64(f), t.base+int64(*(*uint32)(unsafe.Add(rb, v5LastAt)))
 		if n > shortSeries {
 			ahead = vp
 		}

@@ -171,7 +171,7 @@ func buildHash4(version int, x *Index, d *Data, ib, db []byte) ([]byte, error) {
 		if version == hashVersion4 {
 			binary.LittleEndian.PutUint32(e[v4TagAt:], uint32(hv[r]))
 		} else {
-			if len(x.ID(uint32(r))) > v5Inline {
+			if binary.LittleEndian.Uint16(e[14:]) > v5Inline { // the id's length, from buildHotTables
 				binary.LittleEndian.PutUint32(e[v5TagAt:], uint32(hv[r]))
 			}
 			f, l := uint32(noBounds), uint32(noBounds)
@@ -277,9 +277,12 @@ func (t *HotIndex) coldPrefetch(r uint32) {
 // id's length and bytes are compared (in the record's line), a longer
 // id's length and the tag beside its offset before index.arrow is read.
 func (t *HotIndex) find5(id string) (uint32, bool) {
+	if len(id) > MaxSeriesIDLen { // no such id, and its length would not fit the record's uint16
+		return 0, false
+	}
 	hv := HashID(id)
 	lo, hi, ok := t.bucket(hv)
-	if !ok || len(id) > MaxSeriesIDLen {
+	if !ok {
 		return 0, false
 	}
 	n := uint16(len(id))
@@ -339,12 +342,14 @@ func verifyHot4(hb, ib, db []byte, x *Index, d *Data, h Hash) error {
 	i := firstDiff(hb[batchAt:], want[batchAt:])
 	if i >= 0 {
 		i += batchAt
-	} else if i = firstDiff(hb[:batchAt], want[:batchAt]); i >= 32 && i < 40 && h.version == hashVersion5 {
-		return corrupt(HashFile, int64(i), "the base of the records' periods does not match data.arrow")
+	} else {
+		i = firstDiff(hb[:batchAt], want[:batchAt])
 	}
 	switch {
 	case i < 0:
 		return nil
+	case h.version == hashVersion5 && i >= 32 && i < 40:
+		return corrupt(HashFile, int64(i), "the base of the records' periods does not match data.arrow")
 	case uint64(i) < batchAt:
 		return corrupt(HashFile, int64(i), "header does not match the tables")
 	case uint64(i) < dirAt:
