@@ -41,12 +41,7 @@ func syncErr(t *testing.T, server string, d *websocket.Dialer) error {
 // TestSyncWords: the engine's errors become the same words as when they
 // were matched by text, now by errors.Is/As on real failures.
 func TestSyncWords(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusedURL := "http://" + closed.Addr().String()
-	closed.Close()
+	refusedURL := "http://" + refusedAddr(t)
 
 	unauthorized := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown token", http.StatusUnauthorized)
