@@ -15,9 +15,10 @@ func init() { heavyModes["layers"] = childLayers }
 // childLayers times one lookup at each layer in one process: the store's
 // Get (its Result returned), the store's GetInto (written into the
 // caller's Result), the snapshot's own Find + GetIntoRec, the resident
-// path, and the id's lookup alone in the snapshot and the resident map, each over its own fresh set of queries (drawn with
-// seeds seed*1000+k), so that no layer finds the lines of another's
-// queries in the CPU's caches. Every series is read once through the
+// path, and the id's lookup alone in the snapshot and the resident map,
+// each over its own fresh set of queries (drawn with seeds seed*1000+k),
+// so that no layer finds the lines of another's queries in the CPU's
+// caches. Every series is read once through the
 // store and the snapshot first, as in the get child, and every layer
 // reads the points it gets (BENCHMARKS.md "Returning the Result").
 func childLayers(a childArgs) (map[string]any, error) {
@@ -69,7 +70,7 @@ func childLayers(a childArgs) (map[string]any, error) {
 		// The id's lookup alone: the snapshot's Find (index.hash) against
 		// the resident path's map. Back-to-back lookups with no points
 		// to wait for may overlap in the CPU: a throughput as much as a
-		// latency (BENCHMARKS.md "Version 6: no directory, measured").
+		// latency (BENCHMARKS.md "Where the time goes").
 		{"snapshot_find", func(q *query) (float64, error) {
 			row, rec, _ := s.Find(q.ID)
 			return float64(row + rec), nil
