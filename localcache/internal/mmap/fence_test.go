@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unsafe"
 )
 
 // mappedRSS returns, for each mapping (VMA) of path in this process in
@@ -146,8 +145,6 @@ func TestFenceRange(t *testing.T) {
 		t.Fatalf("byte = %d, want %d", m.Bytes[1<<20], byte(off%(1<<20)))
 	}
 }
-
-func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 func TestIsolateBoundsRegions(t *testing.T) {
 	const size = 8 << 20
