@@ -118,6 +118,14 @@ type Options struct {
 	// WarmSnapshots opens snapshots with snapshot.Options.Warm: large ones
 	// are read into the page cache in 2 MiB folios in the background.
 	WarmSnapshots bool
+	// MappedIndex keeps every lookup on index.hash's file mapping. By
+	// default a snapshot whose index.hash is 64 MiB or more (full scale:
+	// 185 MiB) serves lookups from a copy of it in 2 MiB pages once the
+	// copy is made, in the background after open
+	// (snapshot.Options.HugeIndex): it costs that much RAM from the
+	// start, and spares every lookup the page walks of a table read at
+	// random through 4 KiB page-cache folios.
+	MappedIndex bool
 }
 
 // openWAL opens the write-ahead log in dir, or a MemoryWAL when the
@@ -141,7 +149,7 @@ func (s *Store) openSnapshot(d *Dataset, id string) (*snapshot.Snapshot, error) 
 // OpenSnapshotDir opens snapshot id of dataset from its directory in the
 // home (what the store does without Options.OpenSnapshot).
 func (s *Store) OpenSnapshotDir(dataset, id string) (*snapshot.Snapshot, error) {
-	return snapshot.OpenOptions(filepath.Join(s.DatasetDir(dataset), format.SnapshotsDir, id), snapshot.Options{Warm: s.opts.WarmSnapshots})
+	return snapshot.OpenOptions(filepath.Join(s.DatasetDir(dataset), format.SnapshotsDir, id), snapshot.Options{Warm: s.opts.WarmSnapshots, HugeIndex: !s.opts.MappedIndex})
 }
 
 // dropDirIfElsewhere removes the directory of snap's id when snap is
@@ -853,6 +861,7 @@ type DatasetStatus struct {
 	DeltaRecords int
 	WALBytes     int64
 	LastSync     int64 // unix nanos of the last Apply or Install by this process; 0 if none
+	IndexCopied  bool  // lookups read a copy of index.hash in 2 MiB pages (Options.MappedIndex)
 }
 
 // Status lists the datasets and their snapshots in service.
@@ -882,6 +891,7 @@ func (s *Store) Status() ([]DatasetStatus, error) {
 		}
 		d.mu.Unlock()
 		st.LastSync = d.lastSync.Load()
+		st.IndexCopied = rs.snap.IndexCopied()
 		rs.snap.Unref()
 		out = append(out, st)
 	}

@@ -277,7 +277,7 @@ func (s *Server) startLake(lo *localcache.Options) func() map[string]lakeHead {
 	lo.CookPublish = s.cookToLake
 	lo.OpenSnapshot = func(dataset, id string) (*snapshot.Snapshot, error) {
 		if si, err := lake.ReadServed(home, dataset); err == nil && si.Vintage.Snapshot == id {
-			snap, err := l.OpenServing(dataset, si, snapshot.Options{Warm: s.opts.WarmSnapshots})
+			snap, err := l.OpenServing(dataset, si, snapshot.Options{Warm: s.opts.WarmSnapshots, HugeIndex: !s.opts.MappedIndex})
 			if err == nil {
 				s.lk.Lock()
 				if _, ok := s.lk.vintages[dataset]; !ok {

@@ -65,6 +65,9 @@ type Options struct {
 	// server opens into the page cache in 2 MiB folios in the background
 	// (snapshot.Options.Warm; es serve --warm).
 	WarmSnapshots bool
+	// MappedIndex keeps lookups on index.hash's mapping
+	// (localcache.Options.MappedIndex).
+	MappedIndex bool
 	// Hub options (queue sizes, ping interval).
 	Hub hub.Options
 
@@ -329,7 +332,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.lk.rollbackOf = map[string]rollbackMark{}
-	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep, DeltaInMemory: true, FormatVersion: o.FormatVersion, WarmSnapshots: o.WarmSnapshots}
+	lo := &localcache.Options{Logger: o.Logger, CompactRows: -1, CompactBytes: -1, Keep: o.Keep, DeltaInMemory: true, FormatVersion: o.FormatVersion, WarmSnapshots: o.WarmSnapshots, MappedIndex: o.MappedIndex}
 	var heads func() map[string]lakeHead
 	if o.Lake != nil {
 		heads = s.startLake(lo) // lakeserve.go: reads the heads while the store opens

@@ -44,6 +44,7 @@ func runServe(e *env, args []string) error {
 	fs.IntVar(&conn.MaxUnauthConns, "max-unauth-conns", 256, "open connections without a passed token check; over it the oldest is closed")
 	fs.StringVar(&natsURLs, "nats", "", "the delta log's external NATS JetStream cluster, nats://h1:4222,nats://h2:4222,... (default: an embedded node in HOME/nats)")
 	formatVersion := fs.Int("format-version", 0, "snapshot format version the server writes (compactions, PUT re-cooks, rollbacks): 0 = this build's; set it to the version companions of an older build read (see FORMAT.md, Compatibility)")
+	mappedIndex := fs.Bool("mapped-index", false, "serve lookups from index.hash's file mapping only: by default an index.hash of 64 MiB or more is copied into memory in 2 MiB pages after open (BENCHMARKS.md \"index.hash copied into huge pages\")")
 	warm := fs.Bool("warm", false, "read what lookups read of each snapshot of 512 MiB or more into the page cache in 2 MiB folios in the background after it opens (BENCHMARKS.md \"Warming large snapshots\")")
 	logWait := fs.Duration("log-wait", 2*time.Minute, "how long the start waits in all for the datasets' delta log streams (also each later reopen); a dataset whose log does not answer in time serves its snapshot, takes no rows and is retried every 5 s")
 	var lf lakeFlags
@@ -92,7 +93,7 @@ func runServe(e *env, args []string) error {
 		defer dl.Close()
 	}
 	srv, err := server.New(server.Options{Home: home, Logger: log, Tokens: tokens, CompactRows: *compactRows, CompactAt: compactAt, Keep: *keep,
-		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk, DeltaLog: dl, LogWait: *logWait, FormatVersion: *formatVersion, WarmSnapshots: *warm,
+		Conn: conn, SeparateMetrics: metricsListen != "", Lake: lk, DeltaLog: dl, LogWait: *logWait, FormatVersion: *formatVersion, WarmSnapshots: *warm, MappedIndex: *mappedIndex,
 		KeepVintages: *keepVintages, KeepVintageFor: time.Duration(*keepVintageDays * float64(24*time.Hour))})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package format
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -196,6 +197,9 @@ type HotIndex struct {
 	Built bool
 	// cold counts down the lookups that still prefetch (see prefetch).
 	cold atomic.Int32
+	// head is a copy of index.hash's header (versions 2 to 5), which Over
+	// compares a copy of the file with.
+	head []byte
 }
 
 // coldLookups is how many lookups after open prefetch their pages: the
@@ -258,6 +262,7 @@ func OpenHot(version int, hb, ib, db []byte, x *Index, d *Data) (*HotIndex, erro
 		t.Built = true
 	}
 	if !t.Built {
+		t.head = bytes.Clone(hb[:hotHeaderSize])
 		if int(h.batches) != d.NumBatches {
 			return nil, corrupt(HashFile, 24, "%d batches, data.arrow has %d", h.batches, d.NumBatches)
 		}

@@ -7,3 +7,12 @@ func SetWarmSnapshotBytes(n int) (restore func()) {
 	warmSnapshotBytes = n
 	return func() { warmSnapshotBytes = old }
 }
+
+// SetHugeIndexBytes sets the size of index.hash from which a snapshot
+// opened with Options.HugeIndex copies it, and returns the function that
+// restores it.
+func SetHugeIndexBytes(n int) (restore func()) {
+	old := hugeIndexBytes
+	hugeIndexBytes = n
+	return func() { hugeIndexBytes = old }
+}

@@ -54,14 +54,16 @@ type Snapshot struct {
 	manifestBytes []byte
 	index         *format.Index
 	data          *format.Data
-	hot           *format.HotIndex // the lookup path: slots, records, batch table
-	tail          *tailState       // nil without a cold tier
+	hot           atomic.Pointer[format.HotIndex] // the lookup path: slots, records, batch table (over index.hash's mapping, or its copy: hugeindex.go)
+	tail          *tailState                      // nil without a cold tier
 
 	// The page-cache warm-up of a large snapshot (warm.go): warmed is
 	// closed when it has ended, with warmErr set; stopWarm is closed by
 	// release. All nil for a snapshot that is not warmed.
 	warmed, stopWarm chan struct{}
 	warmErr          error
+
+	icopy *indexCopy // the copy of index.hash (hugeindex.go); nil without one
 
 	refs     atomic.Int64
 	onClose  atomic.Pointer[func()] // called after unmapping; may be nil
@@ -223,9 +225,11 @@ func openMapped(m *format.Manifest, manifestBytes []byte, o Options, mapFile fun
 	if s.data, err = format.OpenData(db, m.PeriodType, m.Batches); err != nil {
 		return nil, err
 	}
-	if s.hot, err = format.OpenHot(m.Version, hb, ib, db, s.index, s.data); err != nil {
+	hot, err := format.OpenHot(m.Version, hb, ib, db, s.index, s.data)
+	if err != nil {
 		return nil, err
 	}
+	s.hot.Store(hot)
 	if m.File(format.TailFile) != nil {
 		tb, err := mapOne(format.TailFile)
 		if err != nil {
@@ -236,7 +240,7 @@ func openMapped(m *format.Manifest, manifestBytes []byte, o Options, mapFile fun
 		return nil, &format.CorruptionError{File: format.ManifestFile, Offset: -1,
 			Err: fmt.Errorf("%d of %d series are hot but no %s is listed", m.HotSeries, m.Series, format.TailFile)}
 	}
-	s.isolate(byName, o.Warm)
+	s.isolate(byName, o.Warm, o.HugeIndex)
 	s.refs.Store(1)
 	return s, nil
 }
@@ -308,6 +312,7 @@ func (s *Snapshot) Close() error {
 }
 
 func (s *Snapshot) release() {
+	s.icopy.release() // before the unmapping: the copy's goroutine drops pages of index.hash's mapping
 	if s.stopWarm != nil {
 		close(s.stopWarm)
 	}
@@ -337,16 +342,16 @@ func (s *Snapshot) NumSeries() int { return s.index.N }
 
 // Lookup resolves a series id to its index row in O(1).
 func (s *Snapshot) Lookup(id string) (uint32, bool) {
-	return s.hot.Lookup(id)
+	return s.hot.Load().Lookup(id)
 }
 
 // Find is Lookup that also returns the series' record, for GetIntoRec.
 func (s *Snapshot) Find(id string) (row, rec uint32, ok bool) {
-	rec, ok = s.hot.Find(id)
+	rec, ok = s.hot.Load().Find(id)
 	if !ok {
 		return 0, 0, false
 	}
-	if row, ok = s.hot.Row(rec); !ok {
+	if row, ok = s.hot.Load().Row(rec); !ok {
 		return 0, 0, false
 	}
 	return row, rec, true
@@ -411,7 +416,7 @@ func (s *Snapshot) GetFrequency(row uint32, from, to int64) (Points, format.Freq
 // stored field by field (a Points literal is built on the stack, zeroed
 // and copied: ~20 instructions more a lookup).
 func (s *Snapshot) GetInto(row uint32, from, to int64, p *Points) (format.Frequency, error) {
-	rec, ok := s.hot.Rec(row)
+	rec, ok := s.hot.Load().Rec(row)
 	if !ok {
 		rec = math.MaxUint32 // no record: slowSlice's Record says why
 	}
@@ -422,11 +427,12 @@ func (s *Snapshot) GetInto(row uint32, from, to int64, p *Points) (format.Freque
 // (the lookup path: in a format version 4 or 5 snapshot Rec would read the row
 // table for it).
 func (s *Snapshot) GetIntoRec(row, rec uint32, from, to int64, p *Points) (format.Frequency, error) {
-	if days, vals, freq, ok := s.hot.HotRangeDays(rec, dayBound(from, false), dayBound(to, true)); ok {
+	hot := s.hot.Load()
+	if days, vals, freq, ok := hot.HotRangeDays(rec, dayBound(from, false), dayBound(to, true)); ok {
 		p.Days, p.Secs, p.Values = days, nil, vals
 		return freq, nil
 	}
-	if secs, vals, freq, ok := s.hot.HotRangeSecs(rec, from, to); ok {
+	if secs, vals, freq, ok := hot.HotRangeSecs(rec, from, to); ok {
 		p.Days, p.Secs, p.Values = nil, secs, vals
 		return freq, nil
 	}
@@ -476,7 +482,7 @@ func narrowDays(days []int32, vals []float64, from, to int64, p *Points) {
 // series (read through its tail.parquet block), an empty one, or a record
 // that is corrupt (a CorruptionError).
 func (s *Snapshot) slowSlice(row uint32) (days []int32, secs []int64, vals []float64, freq format.Frequency, err error) {
-	r, ok := s.hot.Record(row)
+	r, ok := s.hot.Load().Record(row)
 	if !ok {
 		return nil, nil, nil, "", format.ErrNotFound
 	}
@@ -485,7 +491,7 @@ func (s *Snapshot) slowSlice(row uint32) (days []int32, secs []int64, vals []flo
 		return nil, nil, nil, freq, nil
 	}
 	if r.Tier == format.Hot {
-		if days, secs, vals, err = s.hot.Slice(r); err != nil {
+		if days, secs, vals, err = s.hot.Load().Slice(r); err != nil {
 			return nil, nil, nil, "", err
 		}
 		return days, secs, vals, freq, nil
@@ -596,7 +602,7 @@ func (s *Snapshot) SeriesID(row uint32) string {
 	// The hot record locates the id's bytes: listing ids then reads the
 	// records and the bytes lookups read anyway, not index.arrow's
 	// offsets column (BENCHMARKS.md "A lean process").
-	if id, ok := s.hot.ID(row); ok {
+	if id, ok := s.hot.Load().ID(row); ok {
 		return id
 	}
 	return s.index.ID(row)
@@ -605,7 +611,7 @@ func (s *Snapshot) SeriesID(row uint32) string {
 // Frequency returns the frequency of an index row as one of the format
 // constants (never aliasing the mapping).
 func (s *Snapshot) Frequency(row uint32) format.Frequency {
-	r, _ := s.hot.Record(row)
+	r, _ := s.hot.Load().Record(row)
 	return r.Frequency()
 }
 
@@ -626,16 +632,19 @@ func (s *Snapshot) Row(id string) (uint32, bool) { return s.Lookup(id) }
 // With Options.Warm, a snapshot whose lookups read warmSnapshotBytes or
 // more (index.hash and the points) then has the page cache warmed in the
 // background (warm).
-func (s *Snapshot) isolate(files map[string]*mmap.File, warm bool) {
+func (s *Snapshot) isolate(files map[string]*mmap.File, warm, huge bool) {
 	var points []mmap.Span
-	if s.hot != nil {
-		points = mmapSpans(s.hot.PointSpans())
+	if hot := s.hot.Load(); hot != nil {
+		points = mmapSpans(hot.PointSpans())
 	}
 	if f := files[format.DataFile]; f != nil {
 		f.Isolate(points...)
 	}
 	if f := files[format.IndexFile]; f != nil && s.index != nil {
 		f.Isolate(mmapSpans(s.index.BufferSpans(f.Bytes))...)
+	}
+	if huge {
+		s.copyIndex(files[format.HashFile])
 	}
 	if warm {
 		s.warm(files[format.HashFile], files[format.DataFile], points)

@@ -27,6 +27,12 @@ type Options struct {
 	// slower in some, for a reason not found (BENCHMARKS.md "Warming
 	// large snapshots").
 	Warm bool
+	// HugeIndex serves lookups from a copy of index.hash in anonymous
+	// memory in 2 MiB pages, made in the background after open, when
+	// index.hash is hugeIndexBytes (64 MiB) or more (hugeindex.go). For a
+	// store's serving snapshot: every snapshot opened with it holds its
+	// index.hash in RAM.
+	HugeIndex bool
 }
 
 // tailState is the cold tier of a snapshot: tail.parquet mapped at Open,

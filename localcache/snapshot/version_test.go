@@ -77,8 +77,8 @@ func TestFormatVersions(t *testing.T) {
 					snaps[v] = open(t, dir, Options{})
 				}
 				v1, v2, v3 := snaps[1], snaps[2], snaps[3]
-				if !v1.hot.Built || v2.hot.Built || v3.hot.Built {
-					t.Fatalf("records built at open: v1 %v, v2 %v, v3 %v", v1.hot.Built, v2.hot.Built, v3.hot.Built)
+				if !v1.hot.Load().Built || v2.hot.Load().Built || v3.hot.Load().Built {
+					t.Fatalf("records built at open: v1 %v, v2 %v, v3 %v", v1.hot.Load().Built, v2.hot.Load().Built, v3.hot.Load().Built)
 				}
 				rng := rand.New(rand.NewPCG(3, 3))
 				for row := range uint32(v2.NumSeries()) {
