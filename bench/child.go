@@ -41,6 +41,7 @@ func childFlags(fs *flag.FlagSet, a *childArgs) {
 	fs.IntVar(&a.nice, "nice", 0, "niceness of the measuring children (open, touch, get, resident), e.g. -10 on a shared machine (needs root)")
 	fs.Uint64Var(&a.seed, "seed", 1, "seed of the synthetic data and of the queries")
 	fs.BoolVar(&a.intraday, "intraday", false, "generate with hourly series (5%); the snapshot then stores timestamp periods")
+	fs.BoolVar(&a.mapped, "mapped-index", false, "children get, open and touch: keep lookups on index.hash's mapping (localcache.Options.MappedIndex)")
 	fs.BoolVar(&a.warm, "warm", false, "children get, open and touch: open snapshots with the page-cache warm-up (localcache.Options.WarmSnapshots)")
 	fs.IntVar(&a.n, "gets", 200_000, "random lookups timed for get_p50/p99")
 	fs.IntVar(&a.nTable, "duck-table-queries", 2000, "queries timed against the DuckDB table")
@@ -66,6 +67,7 @@ type childArgs struct {
 	profile  string // write a CPU profile here
 	intraday bool
 	warm     bool // children get, open, touch: snapshots opened with the page-cache warm-up
+	mapped   bool // children get, open, touch: no copy of index.hash (localcache.Options.MappedIndex)
 	reopen   int
 	nice     int
 	engine   string // child cg: store or resident
@@ -130,7 +132,7 @@ func childOpen(a childArgs) (map[string]any, error) {
 	var ru0, ru1 unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	t0 := time.Now()
-	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true, WarmSnapshots: a.warm})
+	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true, WarmSnapshots: a.warm, MappedIndex: a.mapped})
 	open := time.Since(t0)
 	if err != nil {
 		return nil, err
@@ -182,7 +184,7 @@ func childOpen(a childArgs) (map[string]any, error) {
 	var re []float64
 	for range a.reopen {
 		t := time.Now()
-		st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true})
+		st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true, MappedIndex: a.mapped})
 		d := time.Since(t)
 		if err != nil {
 			return nil, err
@@ -201,7 +203,7 @@ func childOpen(a childArgs) (map[string]any, error) {
 // total and per mapped file.
 func childTouch(a childArgs) (map[string]any, error) {
 	base := rssMB()
-	s, err := snapshot.OpenOptions(a.snap, snapshot.Options{Warm: a.warm})
+	s, err := snapshot.OpenOptions(a.snap, snapshot.Options{Warm: a.warm, HugeIndex: !a.mapped})
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +330,7 @@ func childGet(a childArgs) (map[string]any, error) {
 	s.Close()
 	runtime.GC()
 
-	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true, WarmSnapshots: a.warm})
+	st, err := localcache.Open(a.home, &localcache.Options{ReadOnly: true, WarmSnapshots: a.warm, MappedIndex: a.mapped})
 	if err != nil {
 		return nil, err
 	}
@@ -353,13 +355,26 @@ func childGet(a childArgs) (map[string]any, error) {
 		r.Release()
 	}
 	out["get_touch_all_s"] = time.Since(t0).Seconds()
+	// Whether the timed pass reads index.hash's copy in huge pages (the
+	// store's default for a large one) or its mapping.
+	if ds, err := st.Status(); err == nil && len(ds) > 0 {
+		out["get_index_copied"] = ds[0].IndexCopied
+	}
 
 	var m0, m1 runtime.MemStats
+	var ru0, ru1 unix.Rusage
 	runtime.ReadMemStats(&m0)
+	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	if _, _, err := timeGets(st, qs, lat); err != nil {
 		return nil, err
 	}
+	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 	runtime.ReadMemStats(&m1)
+	// The timed pass's page faults: a major one is a disk read a lookup
+	// waited for, a minor one a page-cache page mapped in.
+	out["get_major_faults"] = ru1.Majflt - ru0.Majflt
+	out["get_minor_faults"] = ru1.Minflt - ru0.Minflt
+	out["get_anon_huge_mb"] = smapsRollup()["AnonHugePages"]
 	out["get_allocs_per_query"] = float64(m1.Mallocs-m0.Mallocs) / float64(len(qs))
 	out["get_bytes_per_query"] = float64(m1.TotalAlloc-m0.TotalAlloc) / float64(len(qs))
 	latStats(out, "get_", lat)

@@ -39,6 +39,25 @@ func childLayers(a childArgs) (map[string]any, error) {
 		}
 		sum += sumValues(p.Values)
 	}
+	// The same snapshot serving from its copy of index.hash in 2 MiB pages
+	// (snapshot.Options.HugeIndex, when index.hash is 64 MiB or more),
+	// the copy complete before the passes.
+	sc, err := snapshot.OpenOptions(a.snap, snapshot.Options{HugeIndex: true})
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	if err := sc.WaitIndexCopy(); err != nil {
+		return nil, err
+	}
+	out := map[string]any{"layers_index_copied": sc.IndexCopied()}
+	for row := range uint32(sc.NumSeries()) {
+		p, err := sc.Get(row, snapshot.MinTime, snapshot.MaxTime)
+		if err != nil {
+			return nil, err
+		}
+		sum += sumValues(p.Values)
+	}
 	var r localcache.Result
 	defer r.Release()
 	layers := []struct {
@@ -63,6 +82,12 @@ func childLayers(a childArgs) (map[string]any, error) {
 			_, err := s.GetIntoRec(row, rec, q.From, q.To, &p)
 			return sumValues(p.Values) + sumPeriods(p), err
 		}},
+		{"snapshot_copy", func(q *query) (float64, error) {
+			row, rec, _ := sc.Find(q.ID)
+			var p snapshot.Points
+			_, err := sc.GetIntoRec(row, rec, q.From, q.To, &p)
+			return sumValues(p.Values) + sumPeriods(p), err
+		}},
 		{"resident", func(q *query) (float64, error) {
 			x, _ := res.get(q)
 			return x, nil
@@ -80,7 +105,6 @@ func childLayers(a childArgs) (map[string]any, error) {
 			return float64(rr.off + rr.n), nil
 		}},
 	}
-	out := map[string]any{}
 	lat := make([]time.Duration, a.n)
 	for pass := range 2 {
 		for k, l := range layers {

@@ -113,7 +113,7 @@ func openPeers(a childArgs) (res *resident, st *localcache.Store, sum float64, c
 	if res, err = loadResident(a.snap); err != nil {
 		return nil, nil, 0, nil, err
 	}
-	if st, err = localcache.Open(a.home, &localcache.Options{ReadOnly: true}); err != nil {
+	if st, err = localcache.Open(a.home, &localcache.Options{ReadOnly: true, MappedIndex: a.mapped}); err != nil {
 		res.release()
 		return nil, nil, 0, nil, err
 	}

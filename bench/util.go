@@ -21,9 +21,16 @@ import (
 )
 
 // procStatus returns the fields of /proc/self/status that end in kB, in MiB.
-func procStatus() map[string]float64 {
+func procStatus() map[string]float64 { return procKB("/proc/self/status") }
+
+// smapsRollup is /proc/self/smaps_rollup's sizes in MiB (AnonHugePages:
+// anonymous memory in 2 MiB pages).
+func smapsRollup() map[string]float64 { return procKB("/proc/self/smaps_rollup") }
+
+// procKB reads the "name: N kB" lines of a /proc file, in MiB.
+func procKB(path string) map[string]float64 {
 	out := map[string]float64{}
-	f, err := os.Open("/proc/self/status")
+	f, err := os.Open(path)
 	if err != nil {
 		return out
 	}
