@@ -180,6 +180,17 @@ func childOpen(a childArgs) (map[string]any, error) {
 		out["rss_first_get_pmd_mapped_mb"] = maps[pmdMapped]
 		_ = s
 	}
+	// How long after open lookups move to index.hash's copy (a large
+	// index.hash; none under 64 MiB or with --mapped-index), polled.
+	if !a.mapped {
+		for deadline := t0.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if ds, err := st.Status(); err == nil && len(ds) > 0 && ds[0].IndexCopied {
+				out["open_index_copied_ms"] = ms(time.Since(t0))
+				out["rss_index_copied_mb"] = rssMB()
+				break
+			}
+		}
+	}
 	st.Close()
 	var re []float64
 	for range a.reopen {
