@@ -182,13 +182,14 @@ func childOpen(a childArgs) (map[string]any, error) {
 	}
 	// How long after open lookups move to index.hash's copy (a large
 	// index.hash; none under 64 MiB or with --mapped-index), polled.
-	if !a.mapped {
-		for deadline := t0.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if ds, err := st.Status(); err == nil && len(ds) > 0 && ds[0].IndexCopied {
+	for deadline := t0.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		ds, err := st.Status()
+		if err != nil || len(ds) == 0 || ds[0].Index != snapshot.IndexCopying {
+			if err == nil && len(ds) > 0 && ds[0].Index == snapshot.IndexCopied {
 				out["open_index_copied_ms"] = ms(time.Since(t0))
 				out["rss_index_copied_mb"] = rssMB()
-				break
 			}
+			break
 		}
 	}
 	st.Close()
@@ -369,7 +370,7 @@ func childGet(a childArgs) (map[string]any, error) {
 	// Whether the timed pass reads index.hash's copy in huge pages (the
 	// store's default for a large one) or its mapping.
 	if ds, err := st.Status(); err == nil && len(ds) > 0 {
-		out["get_index_copied"] = ds[0].IndexCopied
+		out["get_index"] = ds[0].Index.String()
 	}
 
 	var m0, m1 runtime.MemStats

@@ -50,7 +50,7 @@ func childLayers(a childArgs) (map[string]any, error) {
 	if err := sc.WaitIndexCopy(); err != nil {
 		return nil, err
 	}
-	out := map[string]any{"layers_index_copied": sc.IndexCopied()}
+	out := map[string]any{"layers_index": sc.IndexCopy().String()}
 	for row := range uint32(sc.NumSeries()) {
 		p, err := sc.Get(row, snapshot.MinTime, snapshot.MaxTime)
 		if err != nil {

@@ -860,8 +860,8 @@ type DatasetStatus struct {
 	DeltaRows    int
 	DeltaRecords int
 	WALBytes     int64
-	LastSync     int64 // unix nanos of the last Apply or Install by this process; 0 if none
-	IndexCopied  bool  // lookups read a copy of index.hash in 2 MiB pages (Options.MappedIndex)
+	LastSync     int64              // unix nanos of the last Apply or Install by this process; 0 if none
+	Index        snapshot.IndexCopy // where lookups read index.hash from (Options.MappedIndex)
 }
 
 // Status lists the datasets and their snapshots in service.
@@ -891,7 +891,7 @@ func (s *Store) Status() ([]DatasetStatus, error) {
 		}
 		d.mu.Unlock()
 		st.LastSync = d.lastSync.Load()
-		st.IndexCopied = rs.snap.IndexCopied()
+		st.Index = rs.snap.IndexCopy()
 		rs.snap.Unref()
 		out = append(out, st)
 	}

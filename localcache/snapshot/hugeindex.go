@@ -104,13 +104,40 @@ func (s *Snapshot) WaitIndexCopy() error {
 	return s.icopy.err
 }
 
-// IndexCopied reports whether lookups read the copy of index.hash.
-func (s *Snapshot) IndexCopied() bool {
+// IndexCopy is where a snapshot's lookups read index.hash from.
+type IndexCopy int8
+
+const (
+	IndexMapped  IndexCopy = iota // its mapping: no copy (small, not asked for, refused or unsupported)
+	IndexCopying                  // its mapping, while the copy is made
+	IndexCopied                   // the copy in 2 MiB pages
+)
+
+func (c IndexCopy) String() string {
+	switch c {
+	case IndexCopying:
+		return "copying"
+	case IndexCopied:
+		return "copied"
+	}
+	return "mapped"
+}
+
+// IndexCopy reports where lookups read index.hash from now.
+func (s *Snapshot) IndexCopy() IndexCopy {
 	ic := s.icopy
 	if ic == nil {
-		return false
+		return IndexMapped
+	}
+	select {
+	case <-ic.done:
+	default:
+		return IndexCopying
 	}
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
-	return ic.live != nil
+	if ic.live != nil {
+		return IndexCopied
+	}
+	return IndexMapped
 }

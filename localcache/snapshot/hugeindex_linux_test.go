@@ -50,7 +50,7 @@ func TestHugeIndexAnswersLikeTheMapping(t *testing.T) {
 	if err := c.WaitIndexCopy(); err != nil {
 		t.Fatalf("WaitIndexCopy: %v", err)
 	}
-	if !c.IndexCopied() {
+	if c.IndexCopy() != snapshot.IndexCopied {
 		t.Fatal("the copy completed but lookups do not read it")
 	}
 	type answer struct {
@@ -88,7 +88,7 @@ func TestHugeIndexAnswersLikeTheMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if m.IndexCopied() || m.WaitIndexCopy() != nil {
+	if m.IndexCopy() != snapshot.IndexMapped || m.WaitIndexCopy() != nil {
 		t.Fatal("a snapshot opened without HugeIndex has a copy")
 	}
 	want := ask(m)
@@ -112,8 +112,8 @@ func TestHugeIndexSmallIsMapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.WaitIndexCopy(); err != nil || s.IndexCopied() {
-		t.Fatalf("copied %v, err %v", s.IndexCopied(), err)
+	if err := s.WaitIndexCopy(); err != nil || s.IndexCopy() != snapshot.IndexMapped {
+		t.Fatalf("index %v, err %v", s.IndexCopy(), err)
 	}
 	if _, ok := s.Lookup(ids[0]); !ok {
 		t.Fatal("lookup failed")
@@ -147,8 +147,8 @@ func TestHugeIndexRefusesADamagedCopy(t *testing.T) {
 	if !errors.As(err, &ce) || ce.File != format.HashFile {
 		t.Fatalf("WaitIndexCopy = %v, want a CorruptionError of %s", err, format.HashFile)
 	}
-	if s.IndexCopied() {
-		t.Fatal("a refused copy serves lookups")
+	if s.IndexCopy() != snapshot.IndexMapped {
+		t.Fatalf("a refused copy: index %v", s.IndexCopy())
 	}
 	if row, ok := s.Lookup(ids[1]); !ok || row != 1 {
 		t.Fatalf("Lookup(%s) = %d, %v on the mapping", ids[1], row, ok)
@@ -177,8 +177,8 @@ func TestHugeIndexCloseDuringCopy(t *testing.T) {
 		case err != nil:
 			t.Fatalf("WaitIndexCopy after Close: %v", err)
 		}
-		if s.IndexCopied() {
-			t.Fatal("a released snapshot still holds its copy")
+		if s.IndexCopy() != snapshot.IndexMapped {
+			t.Fatalf("a released snapshot: index %v", s.IndexCopy())
 		}
 	}
 	t.Logf("%d of 20 copies stopped by Close", stopped)

@@ -12,7 +12,10 @@
 // period range inside the mapped period column, from the series' first
 // and last period (in the record in format version 5, read from the
 // points before) and an interpolated guess (format.HotIndex; a format
-// version 1 snapshot gets its records built at open). Points returned by Get alias the mapping: they are valid
+// version 1 snapshot gets its records built at open). With
+// Options.HugeIndex (a store's serving snapshot) an index.hash of 64 MiB or
+// more is copied into memory in 2 MiB pages after open, and lookups read
+// the copy once it is checked (hugeindex.go). Points returned by Get alias the mapping: they are valid
 // only while the caller holds a reference (TryRef ... Unref). Series of the
 // cold tier are decoded per row group of tail.parquet on first use and
 // served from a bounded cache; their Points are Go memory. The mapping is
