@@ -60,15 +60,7 @@ func TestHugeIndexEveryVersion(t *testing.T) {
 					}
 					for range 3 {
 						from, to := randomRange(rng, in)
-						a, err := c.Get(row, from, to)
-						if err != nil {
-							t.Fatal(err)
-						}
-						b, err := m.Get(row, from, to)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if !equalPoints(a, b) {
+						if a, b := mustGet(t, c, row, from, to), mustGet(t, m, row, from, to); !equalPoints(a, b) {
 							t.Fatalf("%s [%d, %d]: %d points from the copy, %d mapped", in.ID, from, to, a.Len(), b.Len())
 						}
 					}

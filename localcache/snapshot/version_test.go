@@ -44,6 +44,16 @@ func refGet(t *testing.T, s *Snapshot, row uint32, from, to int64) Points {
 	return p
 }
 
+// mustGet is s.Get, failing the test on an error.
+func mustGet(t *testing.T, s *Snapshot, row uint32, from, to int64) Points {
+	t.Helper()
+	p, err := s.Get(row, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestFormatVersions: a snapshot written as format version 1 (index.hash
 // without records: they are built at open), one written as version 2
 // (records read in place) and one as version 3 (ids inside the records)
@@ -101,22 +111,11 @@ func TestFormatVersions(t *testing.T) {
 					}
 					for range 4 {
 						from, to := randomRange(rng, in)
-						a, err := v1.Get(row, from, to)
-						if err != nil {
-							t.Fatal(err)
-						}
-						b, err := v2.Get(row, from, to)
-						if err != nil {
-							t.Fatal(err)
-						}
+						a, b := mustGet(t, v1, row, from, to), mustGet(t, v2, row, from, to)
 						if !equalPoints(a, b) {
 							t.Fatalf("%s [%d, %d]: v1 %d points, v2 %d", in.ID, from, to, a.Len(), b.Len())
 						}
-						c, err := v3.Get(row, from, to)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if !equalPoints(a, c) {
+						if c := mustGet(t, v3, row, from, to); !equalPoints(a, c) {
 							t.Fatalf("%s [%d, %d]: v1 %d points, v3 %d", in.ID, from, to, a.Len(), c.Len())
 						}
 						if in.Tier == format.Hot {

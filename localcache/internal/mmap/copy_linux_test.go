@@ -102,16 +102,7 @@ func anonHugeKiB(t *testing.T, addr uintptr) int {
 // faults).
 func TestCopyOfATruncatedFile(t *testing.T) {
 	path := writeBig(t, 3<<20)
-	m, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	c, err := m.Copy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Free()
+	c := openCopy(t, path)
 	if err := os.Truncate(path, 1<<20+7); err != nil {
 		t.Fatal(err)
 	}
@@ -122,19 +113,27 @@ func TestCopyOfATruncatedFile(t *testing.T) {
 
 // TestCopyStops: Run returns ErrStopped when stop is closed.
 func TestCopyStops(t *testing.T) {
-	m, err := Open(writeBig(t, 1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	c, err := m.Copy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Free()
+	c := openCopy(t, writeBig(t, 1<<20))
 	stop := make(chan struct{})
 	close(stop)
 	if err := c.Run(stop); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Run = %v, want ErrStopped", err)
 	}
+}
+
+// openCopy maps path and makes a Copy of it, both released when the test
+// ends.
+func openCopy(t *testing.T, path string) *Copy {
+	t.Helper()
+	m, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	c, err := m.Copy()
+	if err != nil || c == nil {
+		t.Fatalf("Copy = %v, %v", c, err)
+	}
+	t.Cleanup(func() { c.Free() })
+	return c
 }
