@@ -126,3 +126,55 @@ func TestStartWithCatalogSilent(t *testing.T) {
 		t.Fatalf("healthz with a silent catalog: %v %s", err, body)
 	}
 }
+
+// TestPublishDuringExpiryRunsAnotherPass: a publish while a retention
+// pass runs gets a pass after it, so the retention holds after the last
+// publish of a burst, not only after the next one (es serve
+// --keep-vintages left one vintage too many when its last compaction
+// landed during the pass of the one before). The vintages the lake keeps
+// at the end are the retention's.
+func TestPublishDuringExpiryRunsAnotherPass(t *testing.T) {
+	f, l := lakeFixture(t, t.TempDir(), Options{KeepVintages: 1})
+	entered := make(chan struct{}, 8)
+	release := make(chan struct{})
+	f.srv.vint.beforeExpire = func(ctx context.Context) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	f.putStocks() // vintage 1; its pass holds
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the publish set off no retention pass")
+	}
+	f.putStocks() // vintage 2, during the pass
+	f.putStocks() // vintage 3, during the pass: the burst shares one more
+	close(release)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no retention pass after the publishes made during one")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		vs, err := l.Vintages(context.Background(), "stocks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vs) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d vintages kept with KeepVintages 1", len(vs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-entered:
+		t.Fatal("a third pass for one burst")
+	case <-time.After(200 * time.Millisecond):
+	}
+}

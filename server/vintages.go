@@ -36,9 +36,9 @@ type vintageState struct {
 	a    *AsOf
 	err  error
 
-	// expiring: datasets with a retention pass queued or running.
+	// expiring: datasets with a retention pass running (expirePass).
 	emu      sync.Mutex
-	expiring map[string]bool
+	expiring map[string]expiring
 	// beforeExpire, when set (tests), runs in a background retention pass
 	// before it asks the lake, with the pass's context (a catalog that
 	// hangs).
@@ -438,48 +438,72 @@ func (s *Server) ExpireVintages(ctx context.Context, dataset string) (lake.Expir
 }
 
 // expireAfterPublish runs ExpireVintages for dataset in the background
-// after a publish (one pass at a time per dataset; a publish during a
-// pass is covered by the next publish's), bounded by 5 minutes and by the
-// server's context, which Close cancels.
+// after a publish: one pass at a time per dataset, and a publish during a
+// pass has one more pass run after it (the publishes of a burst share
+// it), so the last publish's vintages are always expired. Each pass is
+// bounded by 5 minutes and by the server's context, which Close cancels.
 func (s *Server) expireAfterPublish(dataset string) {
 	if s.opts.Lake == nil || (s.opts.KeepVintages <= 0 && s.opts.KeepVintageFor <= 0) {
 		return
 	}
 	s.vint.emu.Lock()
 	if s.vint.expiring == nil {
-		s.vint.expiring = map[string]bool{}
+		s.vint.expiring = map[string]expiring{}
 	}
-	if s.vint.expiring[dataset] {
+	if s.vint.expiring[dataset] != notExpiring {
+		s.vint.expiring[dataset] = expireAgain
 		s.vint.emu.Unlock()
 		return
 	}
-	s.vint.expiring[dataset] = true
+	s.vint.expiring[dataset] = expireRunning
 	s.vint.emu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer func() {
-			s.vint.emu.Lock()
-			delete(s.vint.expiring, dataset)
-			s.vint.emu.Unlock()
-		}()
-		// Bounded, and cancelled by Close: Close never waits on a
-		// catalog that hangs (the next publish's pass covers this one).
-		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
-		defer cancel()
-		if s.vint.beforeExpire != nil {
-			s.vint.beforeExpire(ctx)
-		}
-		res, err := s.ExpireVintages(ctx, dataset)
-		if err != nil {
-			s.log.Warn("expire vintages", "dataset", dataset, "err", err)
-			return
-		}
-		if len(res.Expired) > 0 {
-			// The log's floor may have risen (logFloor).
-			if oldest, ok := s.retainedCovers(dataset); ok {
-				s.trimLog(dataset, oldest)
-			}
+		for s.expirePass(dataset) {
 		}
 	}()
+}
+
+// expiring is the state of a dataset's retention passes.
+type expiring uint8
+
+const (
+	notExpiring   expiring = iota
+	expireRunning          // a pass runs
+	expireAgain            // a pass runs, and a publish since asks for another
+)
+
+// expirePass is one retention pass of expireAfterPublish. It reports
+// whether a publish during it asks for another (never once Close has
+// cancelled the server's context).
+func (s *Server) expirePass(dataset string) (again bool) {
+	defer func() {
+		s.vint.emu.Lock()
+		if again = s.vint.expiring[dataset] == expireAgain && s.ctx.Err() == nil; again {
+			s.vint.expiring[dataset] = expireRunning
+		} else {
+			delete(s.vint.expiring, dataset)
+		}
+		s.vint.emu.Unlock()
+	}()
+	// Bounded, and cancelled by Close: Close never waits on a catalog
+	// that hangs.
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
+	defer cancel()
+	if s.vint.beforeExpire != nil {
+		s.vint.beforeExpire(ctx)
+	}
+	res, err := s.ExpireVintages(ctx, dataset)
+	if err != nil {
+		s.log.Warn("expire vintages", "dataset", dataset, "err", err)
+		return
+	}
+	if len(res.Expired) > 0 {
+		// The log's floor may have risen (logFloor).
+		if oldest, ok := s.retainedCovers(dataset); ok {
+			s.trimLog(dataset, oldest)
+		}
+	}
+	return
 }
