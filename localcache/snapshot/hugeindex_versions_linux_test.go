@@ -69,3 +69,38 @@ func TestHugeIndexEveryVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeIndexFromARegion: a snapshot opened from regions of one file
+// (a lake's Puffin file) at unaligned offsets copies index.hash from its
+// region, and the copy answers like the mapping.
+func TestHugeIndexFromARegion(t *testing.T) {
+	old := hugeIndexBytes
+	hugeIndexBytes = 1
+	defer func() { hugeIndexBytes = old }()
+	tb := genTable(13, 300, 40_000, false)
+	dir := filepath.Join(t.TempDir(), "snap")
+	if _, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "t", Created: time.Unix(1, 0), BatchRows: 10_000}); err != nil {
+		t.Fatal(err)
+	}
+	_, set := pack(t, dir, 1)
+	c, err := OpenFiles(set, Options{HugeIndex: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := open(t, dir, Options{})
+	if err := c.WaitIndexCopy(); err != nil || c.IndexCopy() != IndexCopied {
+		t.Fatalf("index %v, err %v", c.IndexCopy(), err)
+	}
+	rng := rand.New(rand.NewPCG(13, 1))
+	for row := range uint32(m.NumSeries()) {
+		in := m.Info(row)
+		if r, ok := c.Lookup(in.ID); !ok || r != row {
+			t.Fatalf("Lookup(%q) = %d, %v; want %d", in.ID, r, ok, row)
+		}
+		from, to := randomRange(rng, in)
+		if a, b := mustGet(t, c, row, from, to), mustGet(t, m, row, from, to); !equalPoints(a, b) {
+			t.Fatalf("%s [%d, %d]: %d points from the copy, %d mapped", in.ID, from, to, a.Len(), b.Len())
+		}
+	}
+}
