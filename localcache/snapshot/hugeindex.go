@@ -36,10 +36,12 @@ type indexCopy struct {
 // (after a reboot, when lookups faulted it back page by page) the full-scale
 // lookup took 1.16-1.37x the resident path; with index.hash alone in 2 MiB
 // folios, 0.91-1.00x (BENCHMARKS.md "Where the full-scale lookup loses"). A
-// copy has its huge pages whatever the page cache holds. Its cost: the
-// bytes of index.hash in anonymous memory from the moment it completes
-// (instead of as lookups touch them), and a read of the file in the
-// background after open (256 KiB a read, idle I/O class).
+// copy has its huge pages whatever the page cache holds: after an evict,
+// 0.77-1.18x the resident path (median 0.99x) against 0.92-1.28x (median
+// 1.11x) over the mapping (BENCHMARKS.md "index.hash copied into huge
+// pages"). Its cost: the bytes of index.hash in anonymous memory from the
+// moment it completes (instead of as lookups touch them), and a read of
+// the file in the background after open (64 KiB a read, idle I/O class).
 //
 // A failed or refused copy (a file damaged or truncated since open) leaves
 // lookups on the mapping; WaitIndexCopy reports why.
@@ -60,7 +62,7 @@ func (s *Snapshot) copyIndex(hf *mmap.File) {
 	go func() {
 		defer close(ic.done)
 		err := c.Run(ic.stop)
-		var u = hot
+		u := hot
 		if err == nil {
 			u, err = hot.Over(hb, c.Bytes())
 		}
@@ -77,8 +79,9 @@ func (s *Snapshot) copyIndex(hf *mmap.File) {
 	}()
 }
 
-// release is the snapshot release's part: it stops a copy in progress and frees
-// a completed one. After it the copy goroutine touches no mapping.
+// release is the snapshot release's part: it stops a copy in progress
+// and frees a completed one. After it the copy's goroutine touches no
+// mapping.
 func (ic *indexCopy) release() {
 	if ic == nil {
 		return
