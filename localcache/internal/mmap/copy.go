@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"unsafe"
 )
@@ -24,18 +25,12 @@ import (
 // mapping's RSS and advice are untouched. The Copy holds its own
 // descriptor of the file, so it may outlive the File.
 type Copy struct {
-	f     fileReader
-	name  string // the file's name, for errors
-	off   int64  // file offset of the copied bytes
-	n     int    // bytes copied
-	mem   []byte // the whole anonymous mapping (2 MiB-aligned inside)
-	bytes []byte // n bytes of mem, 2 MiB-aligned
-}
-
-// fileReader is the descriptor Run reads: an *os.File, or a test's reader.
-type fileReader interface {
-	ReadAt(p []byte, off int64) (int, error)
-	Close() error
+	f     *os.File // its own open file description (reopen)
+	name  string   // the file's name, for errors
+	off   int64    // file offset of the copied bytes
+	n     int      // bytes copied
+	mem   []byte   // the whole anonymous mapping (2 MiB-aligned inside)
+	bytes []byte   // n bytes of mem, 2 MiB-aligned
 }
 
 // copyChunk is what one read of Run asks for: small enough that a lookup's
