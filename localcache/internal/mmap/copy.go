@@ -28,7 +28,6 @@ type Copy struct {
 	f     *os.File // its own open file description (reopen)
 	name  string   // the file's name, for errors
 	off   int64    // file offset of the copied bytes
-	n     int      // bytes copied
 	mem   []byte   // the whole anonymous mapping (2 MiB-aligned inside)
 	bytes []byte   // n bytes of mem, 2 MiB-aligned
 }
@@ -61,26 +60,26 @@ func (m *File) Copy() (*Copy, error) {
 		f.Close()
 		return nil, err
 	}
-	lead := int64(uintptr(unsafe.Pointer(unsafe.SliceData(m.Bytes))) - uintptr(unsafe.Pointer(unsafe.SliceData(m.base))))
-	return &Copy{f: f, name: m.f.Name(), off: m.off + lead, n: len(m.Bytes), mem: mem, bytes: b}, nil
+	return &Copy{f: f, name: m.f.Name(), off: m.off + int64(m.lead()), mem: mem, bytes: b}, nil
 }
 
 // Run fills the copy from the file, a chunk at a time, in the idle I/O
 // class (where the scheduler has classes), until done (nil), stop is
-// closed (errStopped), or a read fails. On success the copy is made
+// closed (ErrStopped), or a read fails. On success the copy is made
 // read-only, so a stray write faults rather than changing what lookups
 // read. It locks its goroutine to a thread that ends with it, so it
 // should run on a goroutine of its own.
 func (c *Copy) Run(stop <-chan struct{}) error {
 	runtime.LockOSThread() // not unlocked: the thread keeps the idle class and must end
 	ioprioIdle()
-	for lo := 0; lo < c.n; lo += copyChunk {
+	n := len(c.bytes)
+	for lo := 0; lo < n; lo += copyChunk {
 		select {
 		case <-stop:
 			return ErrStopped
 		default:
 		}
-		hi := min(lo+copyChunk, c.n)
+		hi := min(lo+copyChunk, n)
 		k, err := c.f.ReadAt(c.bytes[lo:hi], c.off+int64(lo))
 		if k == hi-lo {
 			continue

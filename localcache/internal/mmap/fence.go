@@ -3,7 +3,6 @@ package mmap
 import (
 	"os"
 	"slices"
-	"unsafe"
 )
 
 // MaxRegions bounds the regions Isolate splits one mapping into.
@@ -37,7 +36,7 @@ func (m *File) Isolate(spans ...Span) {
 		return
 	}
 	ps := os.Getpagesize()
-	lead := int(uintptr(unsafe.Pointer(unsafe.SliceData(m.Bytes))) - uintptr(unsafe.Pointer(unsafe.SliceData(m.base))))
+	lead := m.lead()
 	first := len(m.cuts) == 0 // every region still has the default flags
 	cuts := slices.Clone(m.cuts)
 	for _, sp := range spans {

@@ -110,6 +110,10 @@ func OpenRange(path string, offset, length int64) (*File, error) {
 	return m, nil
 }
 
+// lead is where Bytes starts in the whole mapping (base): a region's
+// offset past the Granularity boundary below it, 0 for a whole file.
+func (m *File) lead() int { return int(uintptrOf(m.Bytes) - uintptrOf(m.base)) }
+
 // Close unmaps the file and closes it. Bytes must not be used afterwards.
 func (m *File) Close() error {
 	var err error

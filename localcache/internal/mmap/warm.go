@@ -4,7 +4,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"unsafe"
 )
 
 // hugeSize is the size and alignment of a huge page-cache folio (2 MiB on
@@ -54,7 +53,7 @@ func (m *File) Warmer(spans ...Span) (*Warmer, error) {
 	if err != nil {
 		return nil, err
 	}
-	lead := int64(uintptr(unsafe.Pointer(unsafe.SliceData(m.Bytes))) - uintptr(unsafe.Pointer(unsafe.SliceData(m.base))))
+	lead := int64(m.lead())
 	var ranges []Span
 	for _, sp := range spans {
 		if sp.Hi <= sp.Lo || sp.Hi <= 0 || sp.Lo >= len(m.Bytes) {
