@@ -15,12 +15,21 @@ var hugeIndexBytes = 64 << 20
 // indexCopy is the state of the copy of index.hash (Options.HugeIndex).
 type indexCopy struct {
 	done chan struct{} // closed when the copy has ended (err set)
-	stop chan struct{} // closed by release
+	stop chan struct{} // closed by release, under mu: the mappings are going
 	err  error
 
-	mu      sync.Mutex
-	stopped bool       // release has run: the mappings are gone
-	live    *mmap.Copy // the copy lookups read, freed by release
+	mu   sync.Mutex
+	live *mmap.Copy // the copy lookups read, freed by release
+}
+
+// released reports whether release has run; ic.mu is held.
+func (ic *indexCopy) released() bool {
+	select {
+	case <-ic.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // copyIndex starts the copy of index.hash (hf) into anonymous memory in
@@ -47,7 +56,7 @@ type indexCopy struct {
 // lookups on the mapping; WaitIndexCopy reports why.
 func (s *Snapshot) copyIndex(hf *mmap.File) {
 	hot := s.hot.Load()
-	if hf == nil || hot == nil || hot.Built || len(hf.Bytes) < hugeIndexBytes {
+	if hf == nil || hot.Built || len(hf.Bytes) < hugeIndexBytes {
 		return
 	}
 	ic := &indexCopy{done: make(chan struct{}), stop: make(chan struct{})}
@@ -68,7 +77,7 @@ func (s *Snapshot) copyIndex(hf *mmap.File) {
 		}
 		ic.mu.Lock()
 		defer ic.mu.Unlock()
-		if err != nil || ic.stopped {
+		if err != nil || ic.released() {
 			ic.err = err
 			c.Free()
 			return
@@ -87,7 +96,6 @@ func (ic *indexCopy) release() {
 		return
 	}
 	ic.mu.Lock()
-	ic.stopped = true
 	close(ic.stop)
 	c := ic.live
 	ic.live = nil

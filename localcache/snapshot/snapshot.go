@@ -350,11 +350,12 @@ func (s *Snapshot) Lookup(id string) (uint32, bool) {
 
 // Find is Lookup that also returns the series' record, for GetIntoRec.
 func (s *Snapshot) Find(id string) (row, rec uint32, ok bool) {
-	rec, ok = s.hot.Load().Find(id)
+	hot := s.hot.Load()
+	rec, ok = hot.Find(id)
 	if !ok {
 		return 0, 0, false
 	}
-	if row, ok = s.hot.Load().Row(rec); !ok {
+	if row, ok = hot.Row(rec); !ok {
 		return 0, 0, false
 	}
 	return row, rec, true
@@ -485,7 +486,8 @@ func narrowDays(days []int32, vals []float64, from, to int64, p *Points) {
 // series (read through its tail.parquet block), an empty one, or a record
 // that is corrupt (a CorruptionError).
 func (s *Snapshot) slowSlice(row uint32) (days []int32, secs []int64, vals []float64, freq format.Frequency, err error) {
-	r, ok := s.hot.Load().Record(row)
+	hot := s.hot.Load()
+	r, ok := hot.Record(row)
 	if !ok {
 		return nil, nil, nil, "", format.ErrNotFound
 	}
@@ -494,7 +496,7 @@ func (s *Snapshot) slowSlice(row uint32) (days []int32, secs []int64, vals []flo
 		return nil, nil, nil, freq, nil
 	}
 	if r.Tier == format.Hot {
-		if days, secs, vals, err = s.hot.Load().Slice(r); err != nil {
+		if days, secs, vals, err = hot.Slice(r); err != nil {
 			return nil, nil, nil, "", err
 		}
 		return days, secs, vals, freq, nil
