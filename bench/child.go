@@ -184,11 +184,12 @@ func childOpen(a childArgs) (map[string]any, error) {
 	// index.hash; none under 64 MiB or with --mapped-index), polled.
 	for deadline := t0.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		ds, err := st.Status()
-		if err != nil || len(ds) == 0 || ds[0].Index != snapshot.IndexCopying {
-			if err == nil && len(ds) > 0 && ds[0].Index == snapshot.IndexCopied {
-				out["open_index_copied_ms"] = ms(time.Since(t0))
-				out["rss_index_copied_mb"] = rssMB()
-			}
+		if err != nil || len(ds) == 0 || ds[0].Index == snapshot.IndexMapped {
+			break
+		}
+		if ds[0].Index == snapshot.IndexCopied {
+			out["open_index_copied_ms"] = ms(time.Since(t0))
+			out["rss_index_copied_mb"] = rssMB()
 			break
 		}
 	}
