@@ -1,6 +1,7 @@
 package format
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -93,7 +95,20 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"format":"energyscope-snapshot","version":1,"files":[{"name":"data.arrow","size":-1}]}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"format":"energyscope-snapshot","Version":5,"extra":[1,{"a":null}],"dataset":"a\u0062"}`))
+	f.Add([]byte(`{"rows":-0,"epoch":18446744073709551615,"series":-9223372036854775808,"files":[{},{"chunks":[]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The fast decoder says yes only where encoding/json makes the
+		// same Manifest of b.
+		if fast, ok := parseManifestFast(b); ok {
+			var slow Manifest
+			if err := json.Unmarshal(b, &slow); err != nil {
+				t.Fatalf("parseManifestFast accepted what encoding/json refuses (%v): %q", err, b)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("parseManifestFast and encoding/json disagree on %q:\n%+v\n%+v", b, fast, slow)
+			}
+		}
 		m, err := ParseManifest(b)
 		if err != nil {
 			isCorruption(t, err)
@@ -430,6 +445,43 @@ func checkHotRange(t *testing.T, h *HotIndex, row uint32, hok bool, hf Frequency
 		}
 		if len(rv) != hi-lo || len(rd)+len(rs) != hi-lo || &rv[0] != &vals[lo] || (days != nil && &rd[0] != &days[lo]) || (secs != nil && &rs[0] != &secs[lo]) {
 			t.Fatalf("row %d [%d, %d]: HotRange* gives %d/%d/%d points, want [%d, %d) of the series", row, from, to, len(rd), len(rs), len(rv), lo, hi)
+		}
+	}
+}
+
+// The manifests Write makes (every format version, both period types, no
+// series, no rows) take the fast decoder, and what it refuses still
+// decodes through encoding/json.
+func TestParseManifestFast(t *testing.T) {
+	for _, s := range fuzzSnapshots(t) {
+		fast, ok := parseManifestFast(s.manifest)
+		if !ok {
+			t.Fatalf("parseManifestFast refused a manifest Write wrote:\n%s", s.manifest)
+		}
+		if !reflect.DeepEqual(&fast, s.m) {
+			t.Fatalf("parseManifestFast: %+v, Write wrote %+v", fast, *s.m)
+		}
+	}
+	s := fuzzSnapshots(t)[0]
+	for name, edit := range map[string]func(string) string{
+		"an unknown key":      func(j string) string { return strings.Replace(j, "{", `{"comment": "from a newer writer",`, 1) },
+		"a key in upper case": func(j string) string { return strings.Replace(j, `"rows"`, `"Rows"`, 1) },
+		"an escape":           func(j string) string { return strings.Replace(j, `"date`, `"d\u0061te`, 1) },
+		"null":                func(j string) string { return strings.Replace(j, `"duplicates": 0`, `"duplicates": null`, 1) },
+	} {
+		b := []byte(edit(string(s.manifest)))
+		if bytes.Equal(b, s.manifest) {
+			t.Fatalf("%s: the edit changed nothing", name)
+		}
+		if _, ok := parseManifestFast(b); ok {
+			t.Fatalf("%s: parseManifestFast accepted %s", name, b)
+		}
+		m, err := ParseManifest(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(m, s.m) {
+			t.Fatalf("%s: %+v, want %+v", name, *m, *s.m)
 		}
 	}
 }
