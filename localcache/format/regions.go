@@ -3,6 +3,8 @@ package format
 import (
 	"encoding/binary"
 	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // Span is the byte range [Lo, Hi) of a snapshot file.
@@ -30,14 +32,30 @@ func (t *HotIndex) PointSpans() []Span {
 
 // BufferSpans returns the byte ranges in b (index.arrow, as given to
 // OpenIndex) of the index's column buffers, in column order: lookups read
-// only the series id column's, Info and search the others.
+// only the series id column's (IDSpans), Info and search the others.
 func (x *Index) BufferSpans(b []byte) []Span {
-	if x.rec == nil || len(b) == 0 {
+	if x.rec == nil {
+		return nil
+	}
+	return bufferSpans(b, x.rec.Columns()...)
+}
+
+// IDSpans is BufferSpans of the series id column alone: the bytes a
+// lookup compares its id with, where the hot record does not hold them.
+func (x *Index) IDSpans(b []byte) []Span {
+	if x.rec == nil {
+		return nil
+	}
+	return bufferSpans(b, x.rec.Column(IdxSeriesID))
+}
+
+func bufferSpans(b []byte, cols ...arrow.Array) []Span {
+	if len(b) == 0 {
 		return nil
 	}
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	var out []Span
-	for _, col := range x.rec.Columns() {
+	for _, col := range cols {
 		for _, buf := range col.Data().Buffers() {
 			if buf == nil || buf.Len() == 0 {
 				continue

@@ -163,6 +163,79 @@ func TestLookupsMapOnlyWhatTheyRead(t *testing.T) {
 	}
 }
 
+// kernelMappings counts this process's mapping regions (VMAs) of path.
+func kernelMappings(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 6 && f[len(f)-1] == path {
+			n++
+		}
+	}
+	return n
+}
+
+// TestIndexColumnsSplitOnFirstRead: open splits off index.arrow's series
+// id column only (what lookups read; each region is a kernel mapping, a
+// few µs of open to make), and the first Info or search splits off every
+// other column buffer before reading it, once.
+func TestIndexColumnsSplitOnFirstRead(t *testing.T) {
+	dir, _ := writeDaily(t, 2_000, 3, 1<<12, func(s int) (id, name string) {
+		id = fmt.Sprintf("DATASET.SERIES_%06d.WITH_A_LONGER_ID_THAN_THE_RECORD_HOLDS", s)
+		return id, "name of " + id
+	})
+	index := filepath.Join(dir, format.IndexFile)
+	for _, first := range []string{"info", "search"} {
+		s, err := snapshot.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened := kernelMappings(t, index)
+		// The id column is an offsets and a data buffer: at most two
+		// regions, the pages they share, and the rest of the file on
+		// either side.
+		if opened < 2 || opened > 5 {
+			t.Fatalf("after open, index.arrow is %d kernel mappings, want 2-5 (the id column split off)", opened)
+		}
+		for r := range uint32(s.NumSeries()) {
+			if _, ok := s.Lookup(s.SeriesID(r)); !ok {
+				t.Fatalf("series %d does not resolve", r)
+			}
+		}
+		if n := kernelMappings(t, index); n != opened {
+			t.Fatalf("lookups changed index.arrow's kernel mappings: %d, want %d", n, opened)
+		}
+		switch first {
+		case "info":
+			if info := s.Info(7); info.Name != "name of "+info.ID || info.Count != 3 {
+				t.Fatalf("Info(7) = %+v", info)
+			}
+		case "search":
+			if m := s.Search("SERIES_000007", 5); len(m) != 1 || m[0].Row != 7 {
+				t.Fatalf("Search: %+v", m)
+			}
+		}
+		// Eleven columns, several with two buffers: far more regions.
+		split := kernelMappings(t, index)
+		if split < opened+10 {
+			t.Fatalf("after the first %s, index.arrow is %d kernel mappings, want at least %d (every column buffer split off)", first, split, opened+10)
+		}
+		s.Info(8)
+		s.Search("name", 3)
+		if n := kernelMappings(t, index); n != split {
+			t.Fatalf("a second read split index.arrow again: %d kernel mappings, want %d", n, split)
+		}
+		s.Close()
+		if n := kernelMappings(t, index); n != 0 {
+			t.Fatalf("after Close, %d kernel mappings of index.arrow remain", n)
+		}
+	}
+}
+
 // cachedBytes is how many bytes of path the page cache holds (mincore over
 // a mapping of its own, which maps nothing in).
 func cachedBytes(t *testing.T, path string) int {

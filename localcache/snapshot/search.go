@@ -46,6 +46,7 @@ func (s *Snapshot) searcher() *searchIndex {
 	if si := s.searchIx.Load(); si != nil {
 		return si
 	}
+	s.isolateMeta()
 	x := s.index
 	n := uint32(x.N)
 	// Rank order: a counting sort by id length (stable, so by row within).

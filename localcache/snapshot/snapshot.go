@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/energyscope/energyscope/localcache/format"
@@ -67,6 +68,9 @@ type Snapshot struct {
 	warmErr          error
 
 	icopy *indexCopy // the copy of index.hash (hugeindex.go); nil without one
+
+	indexFile *mmap.File // index.arrow's mapping, for isolateMeta; nil where none
+	metaOnce  sync.Once
 
 	refs     atomic.Int64
 	onClose  atomic.Pointer[func()] // called after unmapping; may be nil
@@ -585,6 +589,7 @@ type Info struct {
 
 // Info returns the index row's fields as copies.
 func (s *Snapshot) Info(row uint32) Info {
+	s.isolateMeta()
 	x := s.index
 	return Info{
 		ID:          strings.Clone(x.ID(row)),
@@ -632,7 +637,9 @@ func (s *Snapshot) Row(id string) (uint32, bool) { return s.Lookup(id) }
 // folios they share with the periods (pet scale: 183.6 MiB of data.arrow
 // resident for 157.9 MiB of points), and open alone added 5-7 MiB of
 // file-backed RSS when the page cache held the files in large folios
-// (BENCHMARKS.md, "A lean process").
+// (BENCHMARKS.md, "A lean process"). index.arrow's other columns get
+// regions of their own when Info or search first reads them
+// (isolateMeta).
 //
 // With Options.Warm, a snapshot whose lookups read warmSnapshotBytes or
 // more (index.hash and the points) then has the page cache warmed in the
@@ -646,7 +653,8 @@ func (s *Snapshot) isolate(files map[string]*mmap.File, warm, huge bool) {
 		f.Isolate(points...)
 	}
 	if f := files[format.IndexFile]; f != nil && s.index != nil {
-		f.Isolate(mmapSpans(s.index.BufferSpans(f.Bytes))...)
+		f.Isolate(mmapSpans(s.index.IDSpans(f.Bytes))...)
+		s.indexFile = f
 	}
 	if huge {
 		s.copyIndex(files[format.HashFile])
@@ -657,6 +665,20 @@ func (s *Snapshot) isolate(files map[string]*mmap.File, warm, huge bool) {
 	for _, f := range s.files {
 		f.DropResident()
 	}
+}
+
+// isolateMeta makes the rest of index.arrow's column buffers regions of
+// their own, before the first read of them (Info, search): isolate did
+// only the series id column's, which lookups read. Each region is a kernel
+// mapping, about 2.5 µs to split off; the twenty-odd of index.arrow were
+// 0.1 ms of a 0.5 ms open at pet scale, paid by processes that never call
+// Info (BENCHMARKS.md "The open of a fresh process").
+func (s *Snapshot) isolateMeta() {
+	s.metaOnce.Do(func() {
+		if f := s.indexFile; f != nil {
+			f.Isolate(mmapSpans(s.index.BufferSpans(f.Bytes))...)
+		}
+	})
 }
 
 func mmapSpans(in []format.Span) []mmap.Span {
