@@ -174,7 +174,8 @@ func (s *mscan) strings() ([]string, bool) {
 	if !s.byte('[') {
 		return nil, false
 	}
-	// Sized by the quotes before the next ']' (no string holds one).
+	// Sized by the quotes before the next ']': a chunk list's exact
+	// length (a hint only where a string holds a ']').
 	end := bytes.IndexByte(s.b[s.i:], ']')
 	if end < 0 {
 		return nil, false
