@@ -23,150 +23,82 @@ func parseManifestFast(b []byte) (m Manifest, ok bool) {
 	// Every string of the manifest is a substring of one copy of b: one
 	// allocation, not one per chunk hash.
 	s := mscan{b: b, str0: string(b)}
-	if !s.byte('{') {
-		return m, false
-	}
-	var seen uint32
-	if !s.byte('}') {
-		for {
-			k, ok := s.key()
-			if !ok {
-				return m, false
+	ok = s.byte('{') && s.object(func(k []byte) (bit uint32, ok bool) {
+		switch string(k) {
+		case "format":
+			m.Format, ok = s.str()
+			return 1 << 0, ok
+		case "version":
+			m.Version, ok = s.int()
+			return 1 << 1, ok
+		case "dataset":
+			m.Dataset, ok = s.str()
+			return 1 << 2, ok
+		case "epoch":
+			m.Epoch, ok = s.uint()
+			return 1 << 3, ok
+		case "snapshot_id":
+			m.SnapshotID, ok = s.str()
+			return 1 << 4, ok
+		case "covers_through_seq":
+			m.CoversThroughSeq, ok = s.uint()
+			return 1 << 5, ok
+		case "rows":
+			m.Rows, ok = s.int64()
+			return 1 << 6, ok
+		case "series":
+			m.Series, ok = s.int()
+			return 1 << 7, ok
+		case "hot_series":
+			m.HotSeries, ok = s.int()
+			return 1 << 8, ok
+		case "batches":
+			m.Batches, ok = s.int()
+			return 1 << 9, ok
+		case "period_type":
+			var p string
+			p, ok = s.str()
+			m.PeriodType = PeriodType(p)
+			return 1 << 10, ok
+		case "duplicates":
+			m.Duplicates, ok = s.int64()
+			return 1 << 11, ok
+		case "created":
+			raw, ok := s.raw()
+			return 1 << 12, ok && m.Created.UnmarshalText(raw) == nil
+		case "files":
+			if !s.byte('[') {
+				return 0, false
 			}
-			var bit uint32
-			switch string(k) {
-			case "format":
-				bit = 1 << 0
-				m.Format, ok = s.str()
-			case "version":
-				bit = 1 << 1
-				m.Version, ok = s.int()
-			case "dataset":
-				bit = 1 << 2
-				m.Dataset, ok = s.str()
-			case "epoch":
-				bit = 1 << 3
-				m.Epoch, ok = s.uint()
-			case "snapshot_id":
-				bit = 1 << 4
-				m.SnapshotID, ok = s.str()
-			case "covers_through_seq":
-				bit = 1 << 5
-				m.CoversThroughSeq, ok = s.uint()
-			case "rows":
-				bit = 1 << 6
-				m.Rows, ok = s.int64()
-			case "series":
-				bit = 1 << 7
-				m.Series, ok = s.int()
-			case "hot_series":
-				bit = 1 << 8
-				m.HotSeries, ok = s.int()
-			case "batches":
-				bit = 1 << 9
-				m.Batches, ok = s.int()
-			case "period_type":
-				bit = 1 << 10
-				var p string
-				p, ok = s.str()
-				m.PeriodType = PeriodType(p)
-			case "duplicates":
-				bit = 1 << 11
-				m.Duplicates, ok = s.int64()
-			case "created":
-				bit = 1 << 12
-				var raw []byte
-				if raw, ok = s.raw(); ok {
-					ok = m.Created.UnmarshalText(raw) == nil
-				}
-			case "files":
-				bit = 1 << 13
-				m.Files, ok = s.files()
-			default:
-				return m, false
-			}
-			if !ok || seen&bit != 0 {
-				return m, false
-			}
-			seen |= bit
-			if s.byte('}') {
-				break
-			}
-			if !s.byte(',') {
-				return m, false
-			}
+			m.Files, ok = elements(&s, []FileInfo{}, s.file)
+			return 1 << 13, ok
 		}
-	}
+		return 0, false
+	})
 	s.ws()
-	return m, s.i == len(s.b)
-}
-
-// files reads the "files" array.
-func (s *mscan) files() ([]FileInfo, bool) {
-	if !s.byte('[') {
-		return nil, false
-	}
-	out := []FileInfo{}
-	if s.byte(']') {
-		return out, true
-	}
-	for {
-		f, ok := s.file()
-		if !ok {
-			return nil, false
-		}
-		out = append(out, f)
-		if s.byte(']') {
-			return out, true
-		}
-		if !s.byte(',') {
-			return nil, false
-		}
-	}
+	return m, ok && s.i == len(s.b)
 }
 
 // file reads one object of the "files" array.
 func (s *mscan) file() (f FileInfo, ok bool) {
-	if !s.byte('{') {
-		return f, false
-	}
-	if s.byte('}') {
-		return f, true
-	}
-	var seen uint8
-	for {
-		k, ok := s.key()
-		if !ok {
-			return f, false
-		}
-		var bit uint8
+	ok = s.byte('{') && s.object(func(k []byte) (bit uint32, ok bool) {
 		switch string(k) {
 		case "name":
-			bit = 1
 			f.Name, ok = s.str()
+			return 1, ok
 		case "size":
-			bit = 2
 			f.Size, ok = s.int64()
+			return 2, ok
 		case "sha256":
-			bit = 4
 			f.SHA256, ok = s.str()
+			return 4, ok
 		case "chunks":
-			bit = 8
 			f.Chunks, ok = s.strings()
-		default:
-			return f, false
+			return 8, ok
 		}
-		if !ok || seen&bit != 0 {
-			return f, false
-		}
-		seen |= bit
-		if s.byte('}') {
-			return f, true
-		}
-		if !s.byte(',') {
-			return f, false
-		}
-	}
+		return 0, false
+	})
+	return f, ok
 }
 
 // strings reads an array of strings.
@@ -180,12 +112,45 @@ func (s *mscan) strings() ([]string, bool) {
 	if end < 0 {
 		return nil, false
 	}
-	out := make([]string, 0, bytes.Count(s.b[s.i:s.i+end], []byte{'"'})/2)
+	return elements(s, make([]string, 0, bytes.Count(s.b[s.i:s.i+end], []byte{'"'})/2), s.str)
+}
+
+// object reads the members of an object after its '{' through its '}':
+// field reads the value of key k and returns the key's bit (a key whose
+// bit was seen before, or a field that returns false, refuses the
+// object).
+func (s *mscan) object(field func(k []byte) (bit uint32, ok bool)) bool {
+	if s.byte('}') {
+		return true
+	}
+	var seen uint32
+	for {
+		k, ok := s.key()
+		if !ok {
+			return false
+		}
+		bit, ok := field(k)
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		if s.byte('}') {
+			return true
+		}
+		if !s.byte(',') {
+			return false
+		}
+	}
+}
+
+// elements reads the elements of an array after its '[' through its ']',
+// each by elem, appended to out.
+func elements[T any](s *mscan, out []T, elem func() (T, bool)) ([]T, bool) {
 	if s.byte(']') {
 		return out, true
 	}
 	for {
-		v, ok := s.str()
+		v, ok := elem()
 		if !ok {
 			return nil, false
 		}
