@@ -18,9 +18,7 @@ import (
 // over its mapping, both period types, with a cold tier; a version 1
 // snapshot (records built at open) is not copied and still answers.
 func TestHugeIndexEveryVersion(t *testing.T) {
-	old := hugeIndexBytes
-	hugeIndexBytes = 1
-	defer func() { hugeIndexBytes = old }()
+	defer SetHugeIndexBytes(1)()
 	rule, err := format.ParseTailRule("fraction=0.3")
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +72,7 @@ func TestHugeIndexEveryVersion(t *testing.T) {
 // (a lake's Puffin file) at unaligned offsets copies index.hash from its
 // region, and the copy answers like the mapping.
 func TestHugeIndexFromARegion(t *testing.T) {
-	old := hugeIndexBytes
-	hugeIndexBytes = 1
-	defer func() { hugeIndexBytes = old }()
+	defer SetHugeIndexBytes(1)()
 	tb := genTable(13, 300, 40_000, false)
 	dir := filepath.Join(t.TempDir(), "snap")
 	if _, _, err := format.Write(dir, tb, format.WriteOptions{Dataset: "t", Created: time.Unix(1, 0), BatchRows: 10_000}); err != nil {
