@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"unsafe"
 )
 
 // A Copy is a private, read-only copy of a File's bytes in anonymous
@@ -113,5 +112,3 @@ func (c *Copy) Free() error {
 	c.mem, c.bytes = nil, nil
 	return err
 }
-
-func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

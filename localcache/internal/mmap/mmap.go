@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"unsafe"
 )
 
 // File is a read-only mapping of a whole file or of a region of one.
@@ -113,6 +114,9 @@ func OpenRange(path string, offset, length int64) (*File, error) {
 // lead is where Bytes starts in the whole mapping (base): a region's
 // offset past the Granularity boundary below it, 0 for a whole file.
 func (m *File) lead() int { return int(uintptrOf(m.Bytes) - uintptrOf(m.base)) }
+
+// uintptrOf is the address of b's first byte.
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // Close unmaps the file and closes it. Bytes must not be used afterwards.
 func (m *File) Close() error {
